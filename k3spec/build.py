@@ -1,0 +1,295 @@
+"""`k3spec build`: check every proof of the Lean library, like `lake build`.
+
+With a native toolchain this runs `lake build`. With the offline one it does Lake's job itself:
+modules are built in dependency order (`lean -o X.olean -i X.ilean X.lean`), `jobs` at a time,
+and each module's outputs are kept in a content-addressed object store. A module's key hashes the
+toolchain identity, the Lean options, its name and source, and its dependencies' keys, so a
+module is rebuilt exactly when it or something it imports changed, in any checkout.
+
+Any error, any declaration that uses `sorry`, and any `sorry`/`admit`/`axiom`/`native_decide`
+in the sources fails the build. Diagnostics are printed as `path:line:col: severity: message`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import leanrun
+from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbidden_uses
+from .toolchain import Toolchain, cache_root, check_visible
+
+LEAN_OPTIONS = ["-Dexperimental.module=true"]
+OUTPUT_SUFFIXES = (".olean", ".ilean", ".olean.private", ".olean.server", ".ir")
+
+
+@dataclass
+class Diagnostic:
+    """One message, positioned in a repository-relative file."""
+
+    path: str
+    line: int
+    column: int
+    severity: str
+    message: str
+
+    def render(self) -> str:
+        """`path:line:col: severity: message`, continuation lines indented."""
+        body = self.message.rstrip().replace("\n", "\n  ")
+        return f"{self.path}:{self.line}:{self.column}: {self.severity}: {body}"
+
+
+@dataclass
+class BuildResult:
+    """What a build did: modules built, taken from the cache, failed or skipped."""
+
+    ok: bool
+    built: list[str] = field(default_factory=list)
+    cached: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    wall_s: float = 0.0
+    module_s: dict[str, float] = field(default_factory=dict)
+    peak_rss_mb: float = 0.0
+
+
+def object_store() -> Path:
+    """Where module outputs are kept, keyed by content hash (`K3SPEC_BUILD_CACHE` overrides)."""
+    return Path(os.environ.get("K3SPEC_BUILD_CACHE", cache_root() / "build-cache")).absolute()
+
+
+def module_keys(modules: dict[str, Module], tc: Toolchain) -> dict[str, str]:
+    """Content hash of each module, covering the toolchain, options, source and dependencies."""
+    keys: dict[str, str] = {}
+
+    def key(name: str) -> str:
+        if name not in keys:
+            mod = modules[name]
+            h = hashlib.sha256()
+            for part in (tc.identity, " ".join(LEAN_OPTIONS), name, mod.text, *sorted(key(d) for d in mod.imports)):
+                h.update(part.encode())
+                h.update(b"\0")
+            keys[name] = h.hexdigest()[:32]
+        return keys[name]
+
+    for name in modules:
+        key(name)
+    return keys
+
+
+def _forbidden_diagnostics(modules: dict[str, Module]) -> list[Diagnostic]:
+    diags = []
+    for mod in modules.values():
+        for line, col, word in forbidden_uses(mod.text):
+            diags.append(
+                Diagnostic(str(mod.path), line, col, "error", f"`{word}` is not allowed in the library ({', '.join(FORBIDDEN)})")
+            )
+    return diags
+
+
+def _parse_diagnostics(result: leanrun.LeanResult, mod: Module) -> list[Diagnostic]:
+    diags = []
+    for line in result.stdout.splitlines():
+        if not line.startswith("{"):
+            if line.strip():
+                diags.append(Diagnostic(str(mod.path), 1, 0, "information", line))
+            continue
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            diags.append(Diagnostic(str(mod.path), 1, 0, "information", line))
+            continue
+        pos = msg.get("pos") or {"line": 1, "column": 0}
+        severity = msg.get("severity", "information")
+        text = msg.get("data", "")
+        if severity == "warning" and (msg.get("kind") == "hasSorry" or "declaration uses 'sorry'" in text):
+            severity = "error"
+            text = f"{text} (sorry is not allowed in the library)"
+        diags.append(Diagnostic(str(mod.path), pos["line"], pos["column"], severity, text))
+    if result.returncode != 0 and not any(d.severity == "error" for d in diags):
+        detail = result.stderr.strip() or "no message"
+        diags.append(Diagnostic(str(mod.path), 1, 0, "error", f"lean exited with code {result.returncode}: {detail}"))
+    return diags
+
+
+def _olean_rel(name: str) -> Path:
+    return Path(*name.split("."))
+
+
+def _link_outputs(obj: Path, out: Path, name: str) -> None:
+    rel = _olean_rel(name)
+    for suffix in OUTPUT_SUFFIXES:
+        src = obj / rel.parent / (rel.name + suffix)
+        dst = out / rel.parent / (rel.name + suffix)
+        if dst.exists() or dst.is_symlink():
+            dst.unlink()
+        if src.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+
+
+def _unlink_outputs(out: Path, name: str) -> None:
+    rel = _olean_rel(name)
+    for suffix in OUTPUT_SUFFIXES:
+        dst = out / rel.parent / (rel.name + suffix)
+        if dst.exists() or dst.is_symlink():
+            dst.unlink()
+
+
+def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float]:
+    staged_src = work / "src" / mod.path
+    staged_src.parent.mkdir(parents=True, exist_ok=True)
+    staged_src.write_text(mod.text, encoding="utf-8")
+    tmp = work / "tmp" / key
+    shutil.rmtree(tmp, ignore_errors=True)
+    rel = _olean_rel(mod.name)
+    (tmp / rel.parent).mkdir(parents=True, exist_ok=True)
+    args = [
+        "--json",
+        *LEAN_OPTIONS,
+        "-o",
+        str(tmp / rel.parent / (rel.name + ".olean")),
+        "-i",
+        str(tmp / rel.parent / (rel.name + ".ilean")),
+        str(mod.path),
+    ]
+    start = time.monotonic()
+    result = leanrun.run(tc, args, cwd=work / "src", lean_path=[work / "out"])
+    seconds = time.monotonic() - start
+    diags = _parse_diagnostics(result, mod)
+    ok = result.returncode == 0 and not any(d.severity == "error" for d in diags)
+    if ok:
+        (tmp / "diagnostics.json").write_text(json.dumps([d.__dict__ for d in diags]))
+        target = store / key
+        if target.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.rename(target)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return diags, ok, seconds
+
+
+def _say(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def build_offline(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False) -> BuildResult:
+    """Build the library at `root` with the offline toolchain; see the module docstring."""
+    t0 = time.monotonic()
+    result = BuildResult(ok=False)
+    try:
+        modules = discover(root)
+    except SourceError as err:
+        result.diagnostics.append(Diagnostic("lean", 0, 0, "error", str(err)))
+        return result
+    result.diagnostics.extend(_forbidden_diagnostics(modules))
+    keys = module_keys(modules, tc)
+    store = object_store()
+    work = store.parent / "work" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    for folder in (store, work / "out", work / "src", work / "tmp"):
+        folder.mkdir(parents=True, exist_ok=True)
+    check_visible(work, "the build folder")
+    users = dependents(modules)
+    todo: set[str] = set()
+    for name in modules:
+        if (store / keys[name] / "diagnostics.json").exists():
+            _link_outputs(store / keys[name], work / "out", name)
+            result.cached.append(name)
+            for d in json.loads((store / keys[name] / "diagnostics.json").read_text()):
+                if d["severity"] in ("warning", "error"):
+                    result.diagnostics.append(Diagnostic(**d))
+        else:
+            _unlink_outputs(work / "out", name)
+            todo.add(name)
+    _say(f"[build] {len(modules)} modules: {len(result.cached)} up to date, {len(todo)} to build", quiet)
+    done: set[str] = set(result.cached)
+    failed: set[str] = set()
+    running: dict[Future, str] = {}
+    total = len(todo)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        while todo or running:
+            blocked = {n for n in todo if any(d in failed or d in result.skipped for d in modules[n].imports)}
+            for name in sorted(blocked):
+                todo.discard(name)
+                result.skipped.append(name)
+                _say(f"[build] skipped {name}: a module it imports failed", quiet)
+            ready = sorted(
+                (n for n in todo if all(d in done for d in modules[n].imports)),
+                key=lambda n: (-len(users[n]), n),
+            )
+            for name in ready[: max(0, jobs - len(running))]:
+                todo.discard(name)
+                running[pool.submit(_build_one, tc, modules[name], keys[name], work, store)] = name
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                name = running.pop(fut)
+                diags, ok, seconds = fut.result()
+                result.module_s[name] = seconds
+                result.diagnostics.extend(diags)
+                count = len(result.built) + len(failed) + 1
+                if ok:
+                    _link_outputs(store / keys[name], work / "out", name)
+                    done.add(name)
+                    result.built.append(name)
+                    _say(f"[build] [{count}/{total}] {name} ({seconds:.1f} s)", quiet)
+                else:
+                    failed.add(name)
+                    _say(f"[build] [{count}/{total}] {name} FAILED ({seconds:.1f} s)", quiet)
+    result.failed = sorted(failed)
+    result.wall_s = time.monotonic() - t0
+    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    result.ok = not failed and not result.skipped and not any(d.severity == "error" for d in result.diagnostics)
+    return result
+
+
+def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
+    """Run `lake build` at `root`, after the same forbidden-word scan as the offline build."""
+    t0 = time.monotonic()
+    result = BuildResult(ok=False)
+    try:
+        modules = discover(root)
+    except SourceError as err:
+        result.diagnostics.append(Diagnostic("lean", 0, 0, "error", str(err)))
+        return result
+    result.diagnostics.extend(_forbidden_diagnostics(modules))
+    lake = shutil.which("lake") or str(Path(tc.lean).with_name("lake"))
+    proc = subprocess.run([lake, "build"], cwd=root, text=True, capture_output=True)
+    if not quiet:
+        print(proc.stdout, end="", flush=True)
+        print(proc.stderr, end="", file=sys.stderr, flush=True)
+    for line in proc.stdout.splitlines():
+        if "declaration uses 'sorry'" in line:
+            result.diagnostics.append(Diagnostic("lake", 0, 0, "error", f"{line.strip()} (sorry is not allowed)"))
+    if proc.returncode != 0:
+        result.diagnostics.append(Diagnostic("lakefile.lean", 1, 0, "error", f"lake build exited with code {proc.returncode}"))
+        result.failed = ["lake build"]
+    else:
+        result.built = sorted(modules)
+    result.wall_s = time.monotonic() - t0
+    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    result.ok = proc.returncode == 0 and not any(d.severity == "error" for d in result.diagnostics)
+    return result
+
+
+def build(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False) -> BuildResult:
+    """Check the library at `root` with toolchain `tc`."""
+    if tc.kind == "native":
+        return build_native(root, tc, quiet)
+    return build_offline(root, tc, jobs, quiet)

@@ -1,0 +1,65 @@
+"""Run a Lean file against the built library and return what it prints.
+
+`lean --run` does not work offline, so code that must execute (graph export, the differential
+tester's reference evaluations) is written as a generated Lean file whose `#eval` commands print
+their results; this module builds the library (incrementally), elaborates that file with the
+library on `LEAN_PATH`, and returns the messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import leanrun
+from .build import LEAN_OPTIONS, build, object_store
+from .toolchain import Toolchain
+
+
+class EvaluationError(RuntimeError):
+    """The library did not build, or the evaluated file produced errors."""
+
+
+@dataclass
+class Message:
+    """One message of the evaluated file."""
+
+    line: int
+    severity: str
+    text: str
+
+
+def library_path(root: Path) -> Path:
+    """The folder holding the library's `.olean` files after an offline build of `root`."""
+    return object_store().parent / "work" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16] / "out"
+
+
+def run_file(root: Path, tc: Toolchain, source: str, name: str = "Eval") -> list[Message]:
+    """Build the library at `root`, then elaborate `source` (which may import it).
+
+    Raises `EvaluationError` naming the failing module or the file's first error.
+    """
+    result = build(root, tc, quiet=True)
+    if not result.ok:
+        errors = [d.render() for d in result.diagnostics if d.severity == "error"]
+        raise EvaluationError("the Lean library does not build:\n" + "\n".join(errors[:10]))
+    search = [] if tc.kind == "native" else [library_path(root)]
+    if tc.kind == "native":
+        search = [root / ".lake" / "build" / "lib" / "lean"]
+    with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
+        path = Path(tmp) / f"{name}.lean"
+        path.write_text(source, encoding="utf-8")
+        run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, path.name], cwd=Path(tmp), lean_path=search)
+    messages = []
+    for line in run.stdout.splitlines():
+        if line.startswith("{"):
+            msg = json.loads(line)
+            messages.append(Message(msg.get("pos", {}).get("line", 0), msg.get("severity", ""), msg.get("data", "")))
+    errors = [m for m in messages if m.severity == "error"]
+    if errors or run.returncode != 0:
+        first = errors[0] if errors else Message(0, "error", run.stderr.strip())
+        raise EvaluationError(f"{name}.lean:{first.line}: {first.text}")
+    return messages

