@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import resource
 import shutil
@@ -29,6 +30,7 @@ from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbi
 from .toolchain import Toolchain, cache_root, check_visible
 
 LEAN_OPTIONS = ["-Dexperimental.module=true"]
+_USES_SORRY = re.compile(r"declaration uses [`']sorry[`']")
 OUTPUT_SUFFIXES = (".olean", ".ilean", ".olean.private", ".olean.server", ".ir")
 
 
@@ -112,7 +114,7 @@ def _parse_diagnostics(result: leanrun.LeanResult, mod: Module) -> list[Diagnost
         pos = msg.get("pos") or {"line": 1, "column": 0}
         severity = msg.get("severity", "information")
         text = msg.get("data", "")
-        if severity == "warning" and (msg.get("kind") == "hasSorry" or "declaration uses 'sorry'" in text):
+        if severity == "warning" and (msg.get("kind") == "hasSorry" or _USES_SORRY.search(text)):
             severity = "error"
             text = f"{text} (sorry is not allowed in the library)"
         diags.append(Diagnostic(str(mod.path), pos["line"], pos["column"], severity, text))
@@ -275,7 +277,7 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
         print(proc.stdout, end="", flush=True)
         print(proc.stderr, end="", file=sys.stderr, flush=True)
     for line in proc.stdout.splitlines():
-        if "declaration uses 'sorry'" in line:
+        if _USES_SORRY.search(line):
             result.diagnostics.append(Diagnostic("lake", 0, 0, "error", f"{line.strip()} (sorry is not allowed)"))
     if proc.returncode != 0:
         result.diagnostics.append(Diagnostic("lakefile.lean", 1, 0, "error", f"lake build exited with code {proc.returncode}"))
