@@ -1,0 +1,1 @@
+"""Export of proved Lean graphs to versioned JSON, and report rendering."""
