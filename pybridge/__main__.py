@@ -1,0 +1,76 @@
+"""Command line: `python -m pybridge generate ...` and `python -m pybridge make-random-checkpoint ...`.
+
+Every K3Error (bad config field, bad tensor, corrupt shard, bad input) is printed as one
+`error: ...` message with exit status 2; no traceback."""
+
+import sys
+
+import click
+import torch
+
+from pybridge.errors import InputError, K3Error
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _parse_ids(text: str) -> list[int]:
+    try:
+        ids = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"--prompt-ids must be comma-separated integers, got {text!r}") from None
+    if not ids:
+        raise InputError("--prompt-ids is empty")
+    return ids
+
+
+@click.group()
+def cli() -> None:
+    """Kimi K3 PyTorch bridge."""
+
+
+@cli.command()
+@click.option("--checkpoint", required=True, help="Directory with config.json and *.safetensors shards.")
+@click.option("--prompt-ids", required=True, help="Comma-separated token ids, e.g. 1,2,3.")
+@click.option("--max-new-tokens", default=16, show_default=True, type=click.IntRange(min=0))
+@click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True)
+@click.option("--kda-impl", type=click.Choice(["auto", "chunk", "recurrent", "fla"]), default="auto", show_default=True)
+def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, kda_impl: str) -> None:
+    """Greedy generation; prints the new token ids, comma-separated."""
+    from pybridge.checkpoint import load_checkpoint
+
+    ids = _parse_ids(prompt_ids)
+    model = load_checkpoint(checkpoint, DTYPES[dtype])
+    model.set_kda_impl(kda_impl)
+    new = model.generate(torch.tensor([ids]), max_new_tokens)
+    click.echo(",".join(str(t) for t in new[0].tolist()))
+
+
+@cli.command("make-random-checkpoint")
+@click.option("--config", "config_path", required=True, help="Hub-format config.json.")
+@click.option("--out", required=True, help="Output directory.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--shards", default=2, show_default=True, type=click.IntRange(min=1))
+def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -> None:
+    """Write a random checkpoint (config.json + safetensors shards + index)."""
+    from pybridge.checkpoint import random_model, save_checkpoint
+    from pybridge.config import load_config
+
+    model = random_model(load_config(config_path), seed)
+    click.echo(str(save_checkpoint(model, config_path, out, shards)))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except K3Error as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

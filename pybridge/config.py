@@ -1,0 +1,212 @@
+"""Hub-format `config.json` -> validated `K3Config`.
+
+The file uses the same keys as the released Kimi K3 text config (`KimiLinearConfig`:
+flat MLA/MoE fields plus a nested `linear_attn_config` for KDA). A multimodal config
+that nests the text part under `text_config` is accepted too.
+
+Extension keys (absent from the hub file; defaults reproduce the hub code's behaviour):
+  * `linear_attn_config.head_k_dim` / `head_v_dim` (default `head_dim`): the hub uses one
+    KDA head width for keys and values; separate widths let tests use all-distinct dims.
+  * `linear_attn_config.decay_rank` (default `head_dim`): rank of the f_a/f_b decay projection.
+  * `linear_attn_config.query_scale` (default `head_k_dim ** -0.5`, fla's `chunk_kda` default,
+    which the hub code uses): KDA readout is `o = query_scale * S_t^T q_t`. The Lean spec reads
+    `S_t^T q_t`, i.e. `query_scale = 1.0` (the tiny fixture sets that).
+  * `mla_score_scale` (default `(qk_nope_head_dim + qk_rope_head_dim) ** -0.5`, the hub value).
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pybridge.errors import ConfigError
+
+SUPPORTED_ACT = "situ"
+
+
+@dataclass(frozen=True)
+class K3Config:
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    rms_norm_eps: float
+    tie_word_embeddings: bool
+    # Gated MLA (NoPE)
+    num_attention_heads: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int  # per-head content key width
+    qk_rope_head_dim: int  # shared (unrotated) key width
+    v_head_dim: int
+    mla_score_scale: float
+    # KDA
+    kda_num_heads: int
+    kda_head_k_dim: int
+    kda_head_v_dim: int
+    kda_decay_rank: int
+    kda_conv_size: int
+    kda_gate_lower_bound: float
+    kda_query_scale: float
+    # Stable LatentMoE / dense FFN
+    num_experts: int
+    num_experts_per_token: int
+    num_shared_experts: int
+    moe_intermediate_size: int  # routed-expert hidden width (shared: times num_shared_experts)
+    routed_expert_hidden_size: int  # latent width
+    routed_scaling_factor: float
+    first_k_dense_replace: int
+    moe_layer_freq: int
+    intermediate_size: int  # dense FFN hidden width
+    situ_gate_cap: float
+    situ_up_cap: float
+    # AttnRes
+    attn_res_block_size: int
+
+    def is_mla(self, layer_idx: int) -> bool:
+        """Layer schedule with a 0-based index: 1-based n is MLA iff n % 4 == 0 or n == L."""
+        n = layer_idx + 1
+        return n % 4 == 0 or n == self.num_hidden_layers
+
+    def is_moe(self, layer_idx: int) -> bool:
+        """Hub rule (0-based): MoE iff idx >= first_k_dense_replace and idx % moe_layer_freq == 0."""
+        return layer_idx >= self.first_k_dense_replace and layer_idx % self.moe_layer_freq == 0
+
+
+def _get(d: dict, key: str, kind: str, where: str, default: Any = None) -> Any:
+    """Read `d[key]` and check it. kind: pos_int | nonneg_int | pos_float | float | bool."""
+    name = f"{where}{key}"
+    if key not in d:
+        if default is not None:
+            return default
+        raise ConfigError(f"field '{name}' is missing")
+    v = d[key]
+    if kind in ("pos_int", "nonneg_int"):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"field '{name}' must be an integer, got {v!r}")
+        if v < (1 if kind == "pos_int" else 0):
+            raise ConfigError(f"field '{name}' must be {'positive' if kind == 'pos_int' else '>= 0'}, got {v}")
+        return v
+    if kind in ("pos_float", "float"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"field '{name}' must be a finite number, got {v!r}")
+        if kind == "pos_float" and v <= 0:
+            raise ConfigError(f"field '{name}' must be positive, got {v}")
+        return float(v)
+    if kind == "bool":
+        if not isinstance(v, bool):
+            raise ConfigError(f"field '{name}' must be true or false, got {v!r}")
+        return v
+    raise AssertionError(kind)
+
+
+def _require(d: dict, key: str, expected: Any, where: str = "") -> None:
+    if d.get(key, expected) != expected:
+        raise ConfigError(f"field '{where}{key}' must be {expected!r} (only value supported), got {d[key]!r}")
+
+
+def config_from_dict(raw: Any) -> K3Config:
+    """Validate a parsed hub config; raises ConfigError naming the offending field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"top level must be a JSON object, got {type(raw).__name__}")
+    d = raw.get("text_config", raw)
+    if not isinstance(d, dict):
+        raise ConfigError("field 'text_config' must be a JSON object")
+    lac = d.get("linear_attn_config")
+    if not isinstance(lac, dict):
+        raise ConfigError("field 'linear_attn_config' is missing or not a JSON object")
+    w = "linear_attn_config."
+
+    _require(d, "hidden_act", SUPPORTED_ACT)
+    _require(d, "mla_use_nope", True)
+    _require(d, "mla_use_output_gate", True)
+    _require(d, "moe_router_activation_func", "sigmoid")
+    _require(d, "moe_renormalize", True)
+    _require(d, "latent_moe_use_norm", True)
+    _require(d, "num_expert_group", 1)
+    _require(d, "topk_group", 1)
+    _require(lac, "use_full_rank_gate", True, w)
+
+    heads = _get(d, "num_attention_heads", "pos_int", "")
+    if d.get("num_key_value_heads", heads) != heads:
+        raise ConfigError(
+            f"field 'num_key_value_heads' must equal num_attention_heads ({heads}), got {d['num_key_value_heads']!r}"
+        )
+    nope = _get(d, "qk_nope_head_dim", "pos_int", "")
+    rope = _get(d, "qk_rope_head_dim", "pos_int", "")
+    head_dim = _get(lac, "head_dim", "pos_int", w)
+    head_k = _get(lac, "head_k_dim", "pos_int", w, head_dim)
+    layers = _get(d, "num_hidden_layers", "pos_int", "")
+
+    cfg = K3Config(
+        vocab_size=_get(d, "vocab_size", "pos_int", ""),
+        hidden_size=_get(d, "hidden_size", "pos_int", ""),
+        num_hidden_layers=layers,
+        rms_norm_eps=_get(d, "rms_norm_eps", "pos_float", ""),
+        tie_word_embeddings=_get(d, "tie_word_embeddings", "bool", "", False),
+        num_attention_heads=heads,
+        q_lora_rank=_get(d, "q_lora_rank", "pos_int", ""),
+        kv_lora_rank=_get(d, "kv_lora_rank", "pos_int", ""),
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        v_head_dim=_get(d, "v_head_dim", "pos_int", ""),
+        mla_score_scale=_get(d, "mla_score_scale", "pos_float", "", (nope + rope) ** -0.5),
+        kda_num_heads=_get(lac, "num_heads", "pos_int", w),
+        kda_head_k_dim=head_k,
+        kda_head_v_dim=_get(lac, "head_v_dim", "pos_int", w, head_dim),
+        kda_decay_rank=_get(lac, "decay_rank", "pos_int", w, head_dim),
+        kda_conv_size=_get(lac, "short_conv_kernel_size", "pos_int", w),
+        kda_gate_lower_bound=_get(lac, "gate_lower_bound", "float", w),
+        kda_query_scale=_get(lac, "query_scale", "pos_float", w, head_k**-0.5),
+        num_experts=_get(d, "num_experts", "pos_int", ""),
+        num_experts_per_token=_get(d, "num_experts_per_token", "pos_int", ""),
+        num_shared_experts=_get(d, "num_shared_experts", "pos_int", ""),
+        moe_intermediate_size=_get(d, "moe_intermediate_size", "pos_int", ""),
+        routed_expert_hidden_size=_get(d, "routed_expert_hidden_size", "pos_int", ""),
+        routed_scaling_factor=_get(d, "routed_scaling_factor", "pos_float", "", 1.0),
+        first_k_dense_replace=_get(d, "first_k_dense_replace", "nonneg_int", "", 0),
+        moe_layer_freq=_get(d, "moe_layer_freq", "pos_int", "", 1),
+        intermediate_size=_get(d, "intermediate_size", "pos_int", ""),
+        situ_gate_cap=_get(d, "activation_situ_beta", "pos_float", ""),
+        situ_up_cap=_get(d, "activation_situ_linear_beta", "pos_float", ""),
+        attn_res_block_size=_get(d, "attn_res_block_size", "pos_int", ""),
+    )
+    if cfg.kda_gate_lower_bound >= 0:
+        raise ConfigError(f"field '{w}gate_lower_bound' must be negative, got {cfg.kda_gate_lower_bound}")
+    if cfg.num_experts_per_token > cfg.num_experts:
+        raise ConfigError(
+            f"field 'num_experts_per_token' ({cfg.num_experts_per_token}) exceeds 'num_experts' ({cfg.num_experts})"
+        )
+    _check_layer_lists(lac, cfg)
+    return cfg
+
+
+def _check_layer_lists(lac: dict, cfg: K3Config) -> None:
+    """If the config lists KDA / MLA layers (1-based), they must match the K3 schedule."""
+    mla = [n for n in range(1, cfg.num_hidden_layers + 1) if cfg.is_mla(n - 1)]
+    kda = [n for n in range(1, cfg.num_hidden_layers + 1) if not cfg.is_mla(n - 1)]
+    for key, want in (("full_attn_layers", mla), ("kda_layers", kda)):
+        if key in lac and (not isinstance(lac[key], list) or sorted(lac[key]) != want):
+            raise ConfigError(
+                f"field 'linear_attn_config.{key}' must list the 1-based layers {want} "
+                f"(MLA iff n % 4 == 0 or n == num_hidden_layers), got {lac[key]!r}"
+            )
+
+
+def load_config(path: str | Path) -> K3Config:
+    """Read and validate a config.json file (or a directory containing one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read config ({e.__class__.__name__}: {e})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{p}: not valid JSON ({e})") from None
+    try:
+        return config_from_dict(raw)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None

@@ -1,0 +1,197 @@
+"""KDA: spec worked examples, chunked == recurrent, recurrent == dense-matrix formula,
+agreement with fla's naive kernels, and the layer's prefill == decode."""
+
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pybridge.checkpoint import random_model
+from pybridge.config import load_config
+from pybridge.kda import kda_chunked, kda_recurrent
+
+F64 = torch.float64
+torch.set_num_threads(1)  # tiny tensors gain nothing from threads; on a shared box they only add contention
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json"
+
+
+def scalar_run(s0: float, alphas: list[float], betas: list[float], values: list[float]) -> float:
+    """d_k = d_v = 1, k = q = 1: returns the final state through the recurrent kernel."""
+    T = len(values)
+    one = torch.ones(1, T, 1, 1, dtype=F64)
+    g = torch.tensor(alphas, dtype=F64).log().view(1, T, 1, 1)
+    beta = torch.tensor(betas, dtype=F64).view(1, T, 1)
+    v = torch.tensor(values, dtype=F64).view(1, T, 1, 1)
+    _, S = kda_recurrent(one, one, v, g, beta, 1.0, torch.full((1, 1, 1, 1), s0, dtype=F64))
+    return float(S)
+
+
+def test_scalar_examples_from_spec():
+    assert scalar_run(6.0, [0.8], [0.5], [10.0]) == pytest.approx(7.4, abs=1e-12)
+    assert scalar_run(6.0, [0.8], [1.0], [10.0]) == pytest.approx(10.0, abs=1e-12)
+    assert scalar_run(6.0, [0.8], [0.0], [10.0]) == pytest.approx(4.8, abs=1e-12)
+    # order matters: regroupable, not permutable
+    assert scalar_run(0.0, [0.5, 0.5], [0.5, 0.5], [2.0, 10.0]) == pytest.approx(5.25, abs=1e-12)
+    assert scalar_run(0.0, [0.5, 0.5], [0.5, 0.5], [10.0, 2.0]) == pytest.approx(2.25, abs=1e-12)
+
+
+def test_lean_toy_run_reads_three():
+    q = k = torch.tensor([1.0, 0.0], dtype=F64).view(1, 1, 1, 2)
+    v = torch.tensor([3.0], dtype=F64).view(1, 1, 1, 1)
+    g = torch.zeros(1, 1, 1, 2, dtype=F64)  # retention [1, 1]
+    o, _ = kda_recurrent(q, k, v, g, torch.ones(1, 1, 1, dtype=F64), 1.0)
+    assert float(o) == 3.0
+
+
+def random_inputs(B: int, T: int, H: int, K: int, V: int, seed: int, dtype=F64):
+    gen = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=dtype)  # noqa: E731
+    q = r(B, T, H, K)
+    k = torch.nn.functional.normalize(r(B, T, H, K), dim=-1)
+    g = -5.0 * torch.rand(B, T, H, K, generator=gen, dtype=dtype)  # log alpha in (-5, 0)
+    beta = torch.rand(B, T, H, generator=gen, dtype=dtype)
+    return q, k, r(B, T, H, V), g, beta, r(B, H, K, V)
+
+
+def dense_matrix_kda(q, k, v, g, beta, S0):
+    """Independent form: S_t = (I - b k k^T) Diag(alpha) S_{t-1} + b k v^T, o_t = S_t^T q_t."""
+    B, T, H, K = q.shape
+    out = torch.zeros(B, T, H, v.shape[-1], dtype=q.dtype)
+    for b in range(B):
+        for h in range(H):
+            S = S0[b, h].clone()
+            for t in range(T):
+                kt = k[b, t, h][:, None]
+                A = (torch.eye(K, dtype=q.dtype) - beta[b, t, h] * kt @ kt.T) @ torch.diag(g[b, t, h].exp())
+                S = A @ S + beta[b, t, h] * kt @ v[b, t, h][None, :]
+                out[b, t, h] = S.T @ q[b, t, h]
+    return out
+
+
+def test_recurrent_matches_dense_matrix_form():
+    q, k, v, g, beta, S0 = random_inputs(2, 9, 2, 5, 7, seed=1)
+    o, _ = kda_recurrent(q, k, v, g, beta, 1.0, S0)
+    torch.testing.assert_close(o, dense_matrix_kda(q, k, v, g, beta, S0), rtol=0, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    T=st.integers(1, 70),
+    H=st.integers(1, 3),
+    K=st.integers(1, 6),
+    V=st.integers(1, 6),
+    with_state=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_chunked_equals_recurrent(T, H, K, V, with_state, seed):
+    q, k, v, g, beta, S0 = random_inputs(2, T, H, K, V, seed)
+    S0 = S0 if with_state else None
+    o_r, S_r = kda_recurrent(q, k, v, g, beta, 0.7, S0)
+    o_c, S_c = kda_chunked(q, k, v, g, beta, 0.7, S0)
+    torch.testing.assert_close(o_c, o_r, rtol=0, atol=1e-11)
+    torch.testing.assert_close(S_c, S_r, rtol=0, atol=1e-11)
+
+
+def test_chunked_split_at_any_point_equals_whole():
+    q, k, v, g, beta, S0 = random_inputs(1, 50, 2, 5, 7, seed=3)
+    o_all, S_all = kda_chunked(q, k, v, g, beta, 1.0, S0)
+    o1, S1 = kda_chunked(q[:, :21], k[:, :21], v[:, :21], g[:, :21], beta[:, :21], 1.0, S0)
+    o2, S2 = kda_chunked(q[:, 21:], k[:, 21:], v[:, 21:], g[:, 21:], beta[:, 21:], 1.0, S1)
+    torch.testing.assert_close(torch.cat([o1, o2], 1), o_all, rtol=0, atol=1e-12)
+    torch.testing.assert_close(S2, S_all, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("log_alpha", [None, -5.0, -1e-4])
+def test_chunked_float32_accuracy_at_decay_extremes(log_alpha):
+    """The factored e^{G_t-m} e^{m-G_s} form stays accurate in float32 at the paper's floor."""
+    q, k, v, g, beta, _ = random_inputs(1, 200, 2, 16, 8, seed=9)
+    if log_alpha is not None:
+        g = torch.full_like(g, log_alpha)
+    o64, S64 = kda_recurrent(q, k, v, g, beta, 1.0)
+    o32, S32 = kda_chunked(*(x.float() for x in (q, k, v, g, beta)), 1.0)
+    torch.testing.assert_close(o32.double(), o64, rtol=0, atol=2e-5)
+    torch.testing.assert_close(S32.double(), S64, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["naive_recurrent_kda", "naive_chunk_kda"])
+def test_matches_fla_naive(name):
+    """fla computes in float32 internally: agreement to ~1e-6, not machine precision."""
+    naive = importlib.import_module("fla.ops.kda.naive")  # a test dependency (scripts/setup)
+    fn = getattr(naive, name)
+    q, k, v, g, beta, S0 = random_inputs(2, 64, 2, 5, 7, seed=4)
+    o_ours, S_ours = kda_recurrent(q, k, v, g, beta, 1.0, S0)
+    kwargs = {"chunk_size": 16} if name == "naive_chunk_kda" else {}
+    o_fla, S_fla = fn(q, k, v, g, beta, scale=1.0, initial_state=S0, output_final_state=True, **kwargs)
+    torch.testing.assert_close(o_fla.to(F64), o_ours, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(S_fla.to(F64), S_ours, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_kda_layer():
+    model = random_model(load_config(TINY), seed=5, dtype=F64)
+    return model.model.layers[0].self_attn
+
+
+def test_layer_prefill_equals_recurrent_steps(tiny_kda_layer):
+    layer = tiny_kda_layer
+    x = torch.randn(2, 23, layer.q_proj.in_features, dtype=F64, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        y_prefill, st_prefill = layer(x, layer.initial_state(2, x))
+        st, ys = layer.initial_state(2, x), []
+        for t in range(x.shape[1]):
+            y, st = layer(x[:, t : t + 1], st)
+            ys.append(y)
+    torch.testing.assert_close(torch.cat(ys, 1), y_prefill, rtol=0, atol=1e-12)
+    for a, b in zip(vars(st).values(), vars(st_prefill).values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_retention_in_paper_bounds(tiny_kda_layer):
+    """e^-5 < alpha < 1 over R; in floating point the sigmoid saturates for large inputs,
+    so only the closed bounds hold there."""
+    layer = tiny_kda_layer
+    gen = torch.Generator().manual_seed(8)
+    for amp, strict in ((0.3, True), (50.0, False)):
+        x = amp * torch.randn(1, 40, layer.q_proj.in_features, dtype=F64, generator=gen)
+        with torch.no_grad():
+            g = layer.prepare(x, layer.initial_state(1, x))[3]
+        if strict:
+            assert bool((g > -5).all()) and bool((g < 0).all())
+        else:
+            assert bool((g >= -5).all()) and bool((g <= 0).all())
+
+
+def test_short_conv_matches_torch_conv1d(tiny_kda_layer):
+    conv = tiny_kda_layer.q_conv1d
+    D, _, W = conv.weight.shape
+    x = torch.randn(2, 9, D, dtype=F64, generator=torch.Generator().manual_seed(12))
+    with torch.no_grad():
+        ours, window = conv(x, x.new_zeros(2, W - 1, D))
+        expected = torch.nn.functional.conv1d(x.transpose(1, 2), conv.weight, padding=W - 1, groups=D)[..., :9]
+    torch.testing.assert_close(ours, torch.nn.functional.silu(expected.transpose(1, 2)), rtol=0, atol=1e-14)
+    assert torch.equal(window, x[:, -(W - 1) :])
+
+
+def test_decay_gate_matches_fla_lowerbound_gate(tiny_kda_layer):
+    gate_mod = importlib.import_module("fla.ops.kda.gate")
+    layer = tiny_kda_layer
+    x = torch.randn(1, 12, layer.q_proj.in_features, dtype=F64, generator=torch.Generator().manual_seed(13))
+    with torch.no_grad():
+        g_ours = layer.prepare(x, layer.initial_state(1, x))[3]
+        raw = layer.f_b_proj(layer.f_a_proj(x)).view(1, 12, layer.H, layer.K)
+        g_fla = gate_mod.naive_kda_lowerbound_gate(raw, layer.A_log, layer.dt_bias, -5.0, torch.float64)
+    torch.testing.assert_close(g_ours, g_fla, rtol=1e-6, atol=1e-6)  # fla computes in float32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fla chunk_kda needs a CUDA GPU")
+def test_fla_chunk_kda_matches_ours_on_gpu():
+    from pybridge.kda_fla import fla_chunk_kda
+
+    q, k, v, g, beta, S0 = random_inputs(2, 100, 2, 64, 64, seed=7, dtype=torch.float32)
+    o_ref, S_ref = kda_chunked(*(x.double() for x in (q, k, v, g, beta)), 1.0, S0.double())
+    o, S = fla_chunk_kda(*(x.cuda() for x in (q, k, v, g, beta)), 1.0, S0.cuda())
+    torch.testing.assert_close(o.cpu().double(), o_ref, rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(S.cpu().double(), S_ref, rtol=2e-3, atol=2e-3)
