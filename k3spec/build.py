@@ -12,6 +12,7 @@ in the sources fails the build. Diagnostics are printed as `path:line:col: sever
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import re
@@ -22,8 +23,10 @@ import subprocess
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from . import leanrun
 from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbidden_uses
@@ -68,6 +71,11 @@ class BuildResult:
 def object_store() -> Path:
     """Where module outputs are kept, keyed by content hash (`K3SPEC_BUILD_CACHE` overrides)."""
     return Path(os.environ.get("K3SPEC_BUILD_CACHE", cache_root() / "build-cache")).absolute()
+
+
+def work_folder(root: Path) -> Path:
+    """The build folder of the checkout at `root`: staged sources, and `out/` with its `.olean`s."""
+    return object_store().parent / "work" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
 
 
 def module_keys(modules: dict[str, Module], tc: Toolchain) -> dict[str, str]:
@@ -175,11 +183,10 @@ def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) ->
     ok = result.returncode == 0 and not any(d.severity == "error" for d in diags)
     if ok:
         (tmp / "diagnostics.json").write_text(json.dumps([d.__dict__ for d in diags]))
-        target = store / key
-        if target.exists():
+        try:
+            tmp.rename(store / key)
+        except OSError:  # another checkout stored the same module first: same key, same content
             shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.rename(target)
     else:
         shutil.rmtree(tmp, ignore_errors=True)
     return diags, ok, seconds
@@ -202,10 +209,40 @@ def build_offline(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False)
     result.diagnostics.extend(_forbidden_diagnostics(modules))
     keys = module_keys(modules, tc)
     store = object_store()
-    work = store.parent / "work" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    work = work_folder(root)
     for folder in (store, work / "out", work / "src", work / "tmp"):
         folder.mkdir(parents=True, exist_ok=True)
     check_visible(work, "the build folder")
+    with _exclusive(work / "lock", quiet):
+        return _build_locked(modules, keys, tc, store, work, result, jobs, quiet, t0)
+
+
+@contextmanager
+def _exclusive(lock_path: Path, quiet: bool) -> Iterator[None]:
+    """Hold an exclusive lock on a checkout's build folder (a second build of it waits)."""
+    with open(lock_path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say("[build] another build of this checkout is running; waiting for it", quiet)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_locked(
+    modules: dict[str, Module],
+    keys: dict[str, str],
+    tc: Toolchain,
+    store: Path,
+    work: Path,
+    result: BuildResult,
+    jobs: int,
+    quiet: bool,
+    t0: float,
+) -> BuildResult:
     users = dependents(modules)
     todo: set[str] = set()
     for name in modules:

@@ -8,14 +8,13 @@ library on `LEAN_PATH`, and returns the messages.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import leanrun
-from .build import LEAN_OPTIONS, build, object_store
+from .build import LEAN_OPTIONS, build, work_folder
 from .toolchain import Toolchain
 
 
@@ -34,7 +33,7 @@ class Message:
 
 def library_path(root: Path) -> Path:
     """The folder holding the library's `.olean` files after an offline build of `root`."""
-    return object_store().parent / "work" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16] / "out"
+    return work_folder(root) / "out"
 
 
 def run_file(root: Path, tc: Toolchain, source: str, name: str = "Eval") -> list[Message]:

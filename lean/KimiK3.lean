@@ -2,6 +2,23 @@ module
 
 public import KimiK3.Smoke.Double
 public import KimiK3.Smoke.DoubleFacts
+public import KimiK3.Core.Scalar
+public import KimiK3.Core.ScalarFacts
+public import KimiK3.Core.Kernel
+public import KimiK3.Core.Tensor
+public import KimiK3.Core.Sum
+public import KimiK3.Core.Elementwise
+public import KimiK3.Core.Reduce
+public import KimiK3.Core.MatMul
+public import KimiK3.Core.Layout
+public import KimiK3.Core.Softmax
+public import KimiK3.Core.Norm
+public import KimiK3.Core.GraphEval
+public import KimiK3.Core.Examples
+public import KimiK3.Core.GraphExamples
+public import KimiK3.Core.Json
+public import KimiK3.Channel
+public import KimiK3.Sequence
 
 /-!
 # KimiK3

@@ -16,3 +16,7 @@ class CheckpointError(K3Error):
 
 class InputError(K3Error):
     """Bad runtime input (token ids out of range, empty prompt, ...)."""
+
+
+class GraphError(K3Error):
+    """A `k3spec.graph.v1` file is unreadable, malformed or inconsistent, or is bound to bad tensors."""

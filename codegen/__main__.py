@@ -1,0 +1,5 @@
+"""Entry point for `python -m codegen`."""
+
+from .cli import main
+
+main()

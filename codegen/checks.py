@@ -1,0 +1,18 @@
+"""Run the Lean evaluation checks (`codegen/lean/EvalChecks.lean`) on the executable modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .bundle import bundle, run_lean
+
+CHECKS = Path(__file__).parent / "lean" / "EvalChecks.lean"
+
+
+def run_checks(root: Path) -> list[str]:
+    """Elaborate the bundle followed by the checks; return the printed lines.
+
+    Any failing `#guard` is a Lean error and raises `LeanRunError`.
+    """
+    source = bundle(root) + "\n" + CHECKS.read_text(encoding="utf-8")
+    return [m.text for m in run_lean(source, "EvalChecks") if m.severity == "information"]

@@ -1,0 +1,1 @@
+"""Exported Lean graphs (`k3spec.graph.v1`): loader, torch.fx compiler, reference interpreter."""

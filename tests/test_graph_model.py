@@ -1,0 +1,118 @@
+"""Each exported graph equals the matching pybridge component with the same weights (float64).
+
+Hub weights are nn.Linear `[out, in]`; graph (spec) weights are `[in, out]` = `weight.T`.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+from graph_helpers import GRAPHS
+
+from pybridge.checkpoint import random_model
+from pybridge.config import load_config
+from pybridge.graph.compile import compile_graph
+from pybridge.graph.load import load_graph
+from pybridge.layers import SituExpert, SituMLP
+
+torch.set_num_threads(1)  # tiny tensors gain nothing from threads; on a shared box they only add contention
+F64 = torch.float64
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json"
+RTOL = 1e-12
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert float((got - want).abs().max()) <= RTOL * float(want.abs().max())
+
+
+def _caps(cfg) -> dict[str, torch.Tensor]:
+    return {"gateCap": torch.tensor(cfg.situ_gate_cap, dtype=F64), "upCap": torch.tensor(cfg.situ_up_cap, dtype=F64)}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_expert_graph_equals_situ_expert_and_mlp(seed: int) -> None:
+    cfg = load_config(TINY)
+    cg = compile_graph(load_graph(GRAPHS / "channel_expert_tiny.json"))
+    torch.manual_seed(seed)
+    expert = SituExpert(24, 13, cfg.situ_gate_cap, cfg.situ_up_cap).to(F64)
+    mlp = SituMLP(24, 13, cfg.situ_gate_cap, cfg.situ_up_cap).to(F64)
+    x_nd = 3.0 * torch.randn(5, 24, dtype=F64)  # large enough that both soft caps bend
+    with torch.no_grad():
+        for module, (gate, up, down) in ((expert, ("w1", "w3", "w2")), (mlp, ("gate_proj", "up_proj", "down_proj"))):
+            params = {name: getattr(module, hub).weight.T for name, hub in
+                      (("gateWeight", gate), ("upWeight", up), ("downWeight", down))}
+            want_nd = module(x_nd)
+            for x_d, want_d in zip(x_nd, want_nd):
+                _close(cg(params, {"input": x_d, **_caps(cfg)})["output"], want_d)
+
+
+def _moe_params(moe, shared_hidden: int, route: list[int]) -> dict[str, torch.Tensor]:
+    """Graph params for `moe` with `route` in the slots. pybridge merges the shared experts
+    into one MLP; graph shared expert j is hidden block [j*h, (j+1)*h) of it."""
+    sh, h = moe.shared_experts, shared_hidden
+    params = {"downProject": moe.routed_expert_down_proj.weight.T, "upProject": moe.routed_expert_up_proj.weight.T,
+              "routedNormScale": moe.routed_expert_norm.weight}
+    for j in range(sh.gate_proj.weight.shape[0] // h):
+        rows = slice(j * h, (j + 1) * h)
+        params |= {f"shared.gate[{j}]": sh.gate_proj.weight[rows].T, f"shared.up[{j}]": sh.up_proj.weight[rows].T,
+                   f"shared.down[{j}]": sh.down_proj.weight[:, rows].T}
+    for k, e in enumerate(route):
+        ex = moe.experts[e]
+        params |= {f"slot.router[{k}]": moe.gate.weight[e], f"slot.gate[{k}]": ex.w1.weight.T,
+                   f"slot.up[{k}]": ex.w3.weight.T, f"slot.down[{k}]": ex.w2.weight.T}
+    return params
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_latent_moe_graph_equals_latent_moe_on_its_route(seed: int) -> None:
+    """The graph is LatentMoE for a fixed route (one expert per slot). pybridge's router picks
+    the route for each token (with a nonzero selection bias); the graph, fed those experts,
+    must give pybridge's LatentMoE output for that token."""
+    cfg = load_config(TINY)
+    graph = load_graph(GRAPHS / "channel_latent_moe_tiny.json")
+    cg = compile_graph(graph)
+    moe = random_model(cfg, seed=seed, dtype=F64).model.layers[1].block_sparse_moe
+    shared_hidden = graph.params[0].shape[1]
+    num_shared = sum(v.name == "shared.gate" for v in graph.params)
+    # the graph's shared experts are wider (26) than the tiny config's (13): widen pybridge's
+    # merged shared MLP to num_shared * 26 hidden units, with fresh random weights
+    moe.shared_experts = SituMLP(cfg.hidden_size, num_shared * shared_hidden, cfg.situ_gate_cap, cfg.situ_up_cap)
+    gen = torch.Generator().manual_seed(100 + seed)
+    with torch.no_grad():
+        for p in moe.shared_experts.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) / p.shape[1] ** 0.5)
+        moe.to(F64)
+        moe.gate.e_score_correction_bias.copy_(0.01 * torch.randn(cfg.num_experts, dtype=F64, generator=gen))
+        x_nd = 2.0 * torch.randn(16, cfg.hidden_size, dtype=F64, generator=gen)
+        route_nk, _ = moe.gate(x_nd)
+        want_nd = moe(x_nd[None])[0]
+        routes = set()
+        for x_d, route, want_d in zip(x_nd, route_nk.tolist(), want_nd):
+            routes.add(tuple(route))
+            _close(cg(_moe_params(moe, shared_hidden, route), {"input": x_d, **_caps(cfg)})["output"], want_d)
+    assert len(routes) > 1  # the tokens exercised several routes
+
+
+def _run(file: str, params: dict, inputs: dict) -> dict[str, torch.Tensor]:
+    return compile_graph(load_graph(GRAPHS / file))(params, inputs)
+
+
+def test_small_fixtures_closed_form() -> None:
+    """layout_mix, linear_softmax and rms_mlp against their formulas written in torch here;
+    rms_mlp's norm is pybridge's `rms_norm`."""
+    from pybridge.layers import rms_norm
+
+    gen = torch.Generator().manual_seed(5)
+    r = lambda *s: torch.randn(*s, dtype=F64, generator=gen)
+    a, b = r(2, 3), r(1, 3)
+    out = _run("layout_mix.json", {}, {"a": a, "b": b})
+    stacked_t = torch.cat([a, b]).T
+    _close(out["flat"], stacked_t.reshape(9))
+    _close(out["rowMean"], torch.cat([a, b]).mean(0))
+    W, bias, x = r(4, 3), r(3), r(4)
+    out = _run("linear_softmax.json", {"W": W, "b": bias}, {"x": x})
+    _close(out["hidden"], x @ W)
+    _close(out["probs"], torch.softmax(x @ W + bias, -1))
+    g, W, x = r(4), r(4, 4), r(2, 4)
+    out = _run("rms_mlp.json", {"g": g, "W": W}, {"x": x})
+    _close(out["y"], torch.tanh(rms_norm(x, 1e-6, g) @ W))
