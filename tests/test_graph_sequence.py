@@ -1,0 +1,107 @@
+"""The exported KDA and MLA step graphs equal pybridge's KDA recurrence and Gated MLA (float64).
+
+Graph (spec) weights are `[in, out]`; pybridge holds hub `nn.Linear` weights `[out, in]`. The
+mapping below follows the table in pybridge/README.md.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+from graph_helpers import GRAPHS
+
+from pybridge.config import load_config
+from pybridge.graph.compile import compile_graph
+from pybridge.graph.load import load_graph
+from pybridge.kda import kda_recurrent
+from pybridge.mla import GatedMLA, MLACache
+
+torch.set_num_threads(1)
+F64 = torch.float64
+TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json"
+RTOL = 1e-12
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.shape == want.shape
+    assert float((got - want).abs().max()) <= RTOL * float(want.abs().max())
+
+
+def _kda_inputs(gen: torch.Generator, heads: int, k: int, v: int) -> dict[str, torch.Tensor]:
+    key = torch.nn.functional.normalize(torch.randn(heads, k, dtype=F64, generator=gen), dim=-1)
+    return {
+        "state": torch.randn(heads, k, v, dtype=F64, generator=gen),
+        "key": key,
+        "value": torch.randn(heads, v, dtype=F64, generator=gen),
+        "retention": 0.05 + 0.9 * torch.rand(heads, k, dtype=F64, generator=gen),
+        "beta": torch.rand(heads, dtype=F64, generator=gen),
+        "query": torch.randn(heads, k, dtype=F64, generator=gen),
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kda_packed_step_graph_equals_recurrence(seed: int) -> None:
+    cg = compile_graph(load_graph(GRAPHS / "kda_packed_step_tiny.json"))
+    x = _kda_inputs(torch.Generator().manual_seed(seed), 2, 5, 7)
+    got = cg({}, x)
+    out_bthv, state_bhkv = kda_recurrent(
+        x["query"][None, None], x["key"][None, None], x["value"][None, None],
+        x["retention"].log()[None, None], x["beta"][None, None], 1.0, x["state"][None],
+    )
+    _close(got["next_state"], state_bhkv[0])
+    _close(got["output"], out_bthv[0, 0])
+
+
+def test_kda_head_step_graph_equals_recurrence() -> None:
+    cg = compile_graph(load_graph(GRAPHS / "kda_head_step_tiny.json"))
+    x = {name: t[0] for name, t in _kda_inputs(torch.Generator().manual_seed(7), 1, 5, 7).items()}
+    got = cg({}, x)
+    out_bthv, state_bhkv = kda_recurrent(
+        x["query"][None, None, None], x["key"][None, None, None], x["value"][None, None, None],
+        x["retention"].log()[None, None, None], x["beta"].reshape(1, 1, 1), 1.0, x["state"][None, None],
+    )
+    _close(got["next_state"], state_bhkv[0, 0])
+    _close(got["output"], out_bthv[0, 0, 0])
+
+
+def _mla_params(m: GatedMLA) -> dict[str, torch.Tensor]:
+    """Spec parameters of the MLA graph from pybridge's hub-layout weights."""
+    H, C, R, V, L = m.H, m.nope, m.rope, m.vdim, m.kv_rank
+    q_b = m.q_b_proj.weight.view(H, C + R, -1)
+    kv_b = m.kv_b_proj.weight.view(H, C + V, L)
+    kv_a = m.kv_a_proj_with_mqa.weight
+    return {
+        "query_down": m.q_a_proj.weight.T,
+        "query_norm_scale": m.q_a_layernorm.weight,
+        "kv_down": kv_a[:L].T,
+        "kv_norm_scale": m.kv_a_layernorm.weight,
+        "shared_key_down": kv_a[L:].T,
+        "query_content_up": q_b[:, :C].transpose(1, 2),
+        "query_shared_up": q_b[:, C:].transpose(1, 2),
+        "key_up": kv_b[:, :C].transpose(1, 2),
+        "value_up": kv_b[:, C:].transpose(1, 2),
+        "gate_weight": m.g_proj.weight.T.reshape(-1, H, V),
+        "output_weight": m.o_proj.weight.T.reshape(H, V, -1),
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mla_packed_step_graph_equals_gated_mla_decode(seed: int) -> None:
+    cfg = load_config(TINY)
+    torch.manual_seed(seed)
+    mla = GatedMLA(cfg).to(F64)
+    for norm in (mla.q_a_layernorm, mla.kv_a_layernorm):  # non-trivial gains, so a swap shows
+        torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
+    cg = compile_graph(load_graph(GRAPHS / "mla_packed_step_tiny.json"))
+    latent_pl = torch.randn(2, cfg.kv_lora_rank, dtype=F64)
+    shared_pr = torch.randn(2, cfg.qk_rope_head_dim, dtype=F64)
+    x_d = torch.randn(cfg.hidden_size, dtype=F64)
+    with torch.no_grad():
+        y_btd, cache = mla(x_d[None, None], MLACache(latent_pl[None], shared_pr[None]))
+        got = cg(_mla_params(mla), {
+            "latent_cache": latent_pl, "shared_key_cache": shared_pr, "x": x_d,
+            "score_scale": torch.tensor(cfg.mla_score_scale, dtype=F64),
+        })
+    _close(got["latent_cache_next"], cache.latent[0])
+    _close(got["shared_key_cache_next"], cache.shared_key[0])
+    _close(got["output"], y_btd[0, 0])
