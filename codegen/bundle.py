@@ -6,30 +6,15 @@ kept verbatim, in dependency order.
 
 from __future__ import annotations
 
-import json
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from k3spec import leanrun, sources, toolchain
+from k3spec import sources, toolchain
+from k3spec.evaluate import Message, run_source
 
 #: The modules whose definitions an export or check run needs, in dependency order.
 EXECUTABLE_MODULES = ("KimiK3.Core.Scalar", "KimiK3.Core.Kernel", "KimiK3.Core.Examples", "KimiK3.Core.Json")
 
 HEADER_PREFIXES = ("module", "public import ", "import ", "@[expose] public section")
-
-
-class LeanRunError(RuntimeError):
-    """Lean reported an error while elaborating a generated file."""
-
-
-@dataclass
-class Message:
-    """One diagnostic of an elaborated file."""
-
-    line: int
-    severity: str
-    text: str
 
 
 def module_path(root: Path, module: str) -> Path:
@@ -68,20 +53,6 @@ def bundle(root: Path, modules: tuple[str, ...] = EXECUTABLE_MODULES) -> str:
 def run_lean(source: str, name: str = "Bundle") -> list[Message]:
     """Elaborate a standalone Lean file (no library imports) and return its messages.
 
-    Raises `LeanRunError` on any error.
+    Raises `k3spec.evaluate.EvaluationError` on any error.
     """
-    tc = toolchain.find()
-    with tempfile.TemporaryDirectory(prefix="k3spec-codegen-", dir="/tmp") as tmp:
-        path = Path(tmp) / f"{name}.lean"
-        path.write_text(source, encoding="utf-8")
-        run = leanrun.run(tc, ["--json", path.name], cwd=Path(tmp))
-    messages = []
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            msg = json.loads(line)
-            messages.append(Message(msg.get("pos", {}).get("line", 0), msg.get("severity", ""), msg.get("data", "")))
-    errors = [m for m in messages if m.severity == "error"]
-    if errors or run.returncode != 0:
-        detail = "\n".join(f"{name}.lean:{m.line}: {m.text}" for m in errors[:5]) or run.stderr.strip()
-        raise LeanRunError(detail)
-    return messages
+    return run_source(toolchain.find(), source, name)

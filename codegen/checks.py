@@ -12,7 +12,7 @@ CHECKS = Path(__file__).parent / "lean" / "EvalChecks.lean"
 def run_checks(root: Path) -> list[str]:
     """Elaborate the bundle followed by the checks; return the printed lines.
 
-    Any failing `#guard` is a Lean error and raises `LeanRunError`.
+    Any failing `#guard` is a Lean error and raises `k3spec.evaluate.EvaluationError`.
     """
     source = bundle(root) + "\n" + CHECKS.read_text(encoding="utf-8")
     return [m.text for m in run_lean(source, "EvalChecks") if m.severity == "information"]

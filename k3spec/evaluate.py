@@ -36,22 +36,15 @@ def library_path(root: Path) -> Path:
     return work_folder(root) / "out"
 
 
-def run_file(root: Path, tc: Toolchain, source: str, name: str = "Eval") -> list[Message]:
-    """Build the library at `root`, then elaborate `source` (which may import it).
+def run_source(tc: Toolchain, source: str, name: str = "Eval", lean_path: list[Path] = ()) -> list[Message]:
+    """Elaborate `source` as `NAME.lean` in a fresh folder under /tmp and return its messages.
 
-    Raises `EvaluationError` naming the failing module or the file's first error.
+    `lean_path` lists folders of `.olean`s it may import. Raises `EvaluationError` on any error.
     """
-    result = build(root, tc, quiet=True)
-    if not result.ok:
-        errors = [d.render() for d in result.diagnostics if d.severity == "error"]
-        raise EvaluationError("the Lean library does not build:\n" + "\n".join(errors[:10]))
-    search = [] if tc.kind == "native" else [library_path(root)]
-    if tc.kind == "native":
-        search = [root / ".lake" / "build" / "lib" / "lean"]
     with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
         path = Path(tmp) / f"{name}.lean"
         path.write_text(source, encoding="utf-8")
-        run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, path.name], cwd=Path(tmp), lean_path=search)
+        run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, path.name], cwd=Path(tmp), lean_path=list(lean_path))
     messages = []
     for line in run.stdout.splitlines():
         if line.startswith("{"):
@@ -59,6 +52,24 @@ def run_file(root: Path, tc: Toolchain, source: str, name: str = "Eval") -> list
             messages.append(Message(msg.get("pos", {}).get("line", 0), msg.get("severity", ""), msg.get("data", "")))
     errors = [m for m in messages if m.severity == "error"]
     if errors or run.returncode != 0:
-        first = errors[0] if errors else Message(0, "error", run.stderr.strip())
-        raise EvaluationError(f"{name}.lean:{first.line}: {first.text}")
+        detail = "\n".join(f"{name}.lean:{m.line}: {m.text}" for m in errors[:5]) or run.stderr.strip()
+        raise EvaluationError(detail)
     return messages
+
+
+def run_file(root: Path, tc: Toolchain, source: str, name: str = "Eval") -> list[Message]:
+    """Build the library at `root`, then elaborate `source` (which may import it).
+
+    Offline, only code that the compiler inlines runs across modules (the wasm Lean does not
+    load imported modules' IR); `codegen.bundle` evaluates library code by bundling sources.
+    Raises `EvaluationError` naming the failing module or the file's first errors.
+    """
+    result = build(root, tc, quiet=True)
+    if not result.ok:
+        errors = [d.render() for d in result.diagnostics if d.severity == "error"]
+        raise EvaluationError("the Lean library does not build:\n" + "\n".join(errors[:10]))
+    if tc.kind == "native":
+        search = [root / ".lake" / "build" / "lib" / "lean"]
+    else:
+        search = [library_path(root)]
+    return run_source(tc, source, name, search)
