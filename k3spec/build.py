@@ -15,8 +15,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import re
 import os
+import re
 import resource
 import shutil
 import subprocess
