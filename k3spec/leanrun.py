@@ -15,11 +15,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Iterator
 
-from .toolchain import VISIBLE_ROOTS, Toolchain
+from .toolchain import VISIBLE_ROOTS, Toolchain, cache_root
 
 CONTENT_DUMP = "[DEBUG:F] Input file content"
 
@@ -64,6 +66,46 @@ def command(tc: Toolchain, args: list[str], unpatched: bool = False) -> tuple[li
     return [str(tc.node), str(js), *args], env
 
 
+def slot_count() -> int:
+    """How many Lean processes may run at once on this machine (`K3SPEC_LEAN_SLOTS`, default 2)."""
+    raw = os.environ.get("K3SPEC_LEAN_SLOTS", "2")
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"K3SPEC_LEAN_SLOTS must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+@contextmanager
+def lean_slot() -> Iterator[None]:
+    """Hold one of the machine-wide Lean slots (lock files under `<K3SPEC_HOME>/slots`).
+
+    Every Lean process started through `run` takes a slot, whichever build, test or helper
+    starts it, so the memory limit (about 6.5 GB per offline Lean process) holds machine-wide.
+    """
+    import fcntl
+
+    folder = cache_root() / "slots"
+    folder.mkdir(parents=True, exist_ok=True)
+    told = False
+    while True:
+        for i in range(slot_count()):
+            handle = open(folder / f"slot-{i}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        if not told:
+            print(f"waiting for a free Lean slot ({slot_count()} in use; K3SPEC_LEAN_SLOTS)", file=sys.stderr, flush=True)
+            told = True
+        time.sleep(0.5)
+
+
 def _pump(stream: IO[str], sink: Callable[[str], None], offline: bool) -> None:
     filt = DebugFilter()
     for raw in stream:
@@ -92,6 +134,11 @@ def run(
     elif env.get("LEAN_PATH"):
         search.append(env["LEAN_PATH"])
     env["LEAN_PATH"] = os.pathsep.join(search)
+    with lean_slot():
+        return _run_process(argv, cwd, env, tc.kind == "offline", echo)
+
+
+def _run_process(argv: list[str], cwd: Path, env: dict[str, str], offline: bool, echo: bool) -> LeanResult:
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
     )
@@ -106,7 +153,6 @@ def run(
 
         return put
 
-    offline = tc.kind == "offline"
     threads = [
         threading.Thread(target=_pump, args=(proc.stdout, sink(out, sys.stdout), offline)),
         threading.Thread(target=_pump, args=(proc.stderr, sink(err, sys.stderr), offline)),

@@ -126,3 +126,36 @@ def test_install_is_idempotent(tc: toolchain.Toolchain) -> None:
     assert proc.returncode == 0
     expected = "already installed" if tc.kind == "offline" else "nothing to install"
     assert expected in proc.stderr
+
+
+def test_lean_slots_limit_processes_machine_wide(tmp_path, monkeypatch):
+    """With one slot, a second holder waits until the first lets go (lock files, any process)."""
+    import threading
+    import time
+
+    monkeypatch.setenv("K3SPEC_HOME", str(tmp_path))
+    monkeypatch.setenv("K3SPEC_LEAN_SLOTS", "1")
+    order: list[str] = []
+    first_in = threading.Event()
+
+    def first() -> None:
+        with leanrun.lean_slot():
+            order.append("first in")
+            first_in.set()
+            time.sleep(1.0)
+            order.append("first out")
+
+    t = threading.Thread(target=first)
+    t.start()
+    first_in.wait()
+    with leanrun.lean_slot():
+        order.append("second in")
+    t.join()
+    assert order == ["first in", "first out", "second in"]
+    assert (tmp_path / "slots" / "slot-0.lock").exists()
+
+
+def test_lean_slots_rejects_bad_count(monkeypatch):
+    monkeypatch.setenv("K3SPEC_LEAN_SLOTS", "zero")
+    with pytest.raises(ValueError, match="K3SPEC_LEAN_SLOTS"):
+        leanrun.slot_count()
