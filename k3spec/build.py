@@ -151,6 +151,12 @@ def _link_outputs(obj: Path, out: Path, name: str) -> None:
                 shutil.copyfile(src, dst)
 
 
+def _complete(obj: Path, name: str) -> bool:
+    """Whether a stored module still has its `.olean` (a store edited by hand may lack it)."""
+    rel = _olean_rel(name)
+    return (obj / rel.parent / (rel.name + ".olean")).is_file()
+
+
 def _unlink_outputs(out: Path, name: str) -> None:
     rel = _olean_rel(name)
     for suffix in OUTPUT_SUFFIXES:
@@ -246,7 +252,11 @@ def _build_locked(
     users = dependents(modules)
     todo: set[str] = set()
     for name in modules:
-        if (store / keys[name] / "diagnostics.json").exists():
+        obj = store / keys[name]
+        if (obj / "diagnostics.json").exists() and not _complete(obj, name):
+            _say(f"[build] the stored outputs of {name} are incomplete; rebuilding it", quiet)
+            shutil.rmtree(obj, ignore_errors=True)
+        if (obj / "diagnostics.json").exists():
             _link_outputs(store / keys[name], work / "out", name)
             result.cached.append(name)
             for d in json.loads((store / keys[name] / "diagnostics.json").read_text()):
