@@ -1,4 +1,4 @@
-"""Command line: `python -m pybridge generate ...` and `python -m pybridge make-random-checkpoint ...`.
+"""Command line: `python -m pybridge generate | make-random-checkpoint | check-config ...`.
 
 Every K3Error (bad config field, bad tensor, corrupt shard, bad input) is printed as one
 `error: ...` message with exit status 2; no traceback."""
@@ -59,6 +59,26 @@ def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -
     click.echo(str(save_checkpoint(model, config_path, out, shards)))
 
 
+@cli.command("check-config")
+@click.argument("path")
+def check_config_cmd(path: str) -> None:
+    """Compare a hub config.json (or its folder) with the K3 report's configuration.
+
+    Prints every mismatch by field and exits 1 if there is any; 0 when all report-stated
+    fields agree."""
+    from pybridge.paper_check import check_config
+
+    result = check_config(path)
+    for m in result.mismatches:
+        click.echo(m.message(result.path))
+    click.echo(
+        f"{result.path}: {result.checked} report-stated fields checked, {len(result.mismatches)} mismatches; "
+        f"not stated in the report (unchecked): {', '.join(result.unverifiable) or 'none'}"
+    )
+    if result.mismatches:
+        sys.exit(1)
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -74,3 +94,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
