@@ -2,6 +2,8 @@ module
 
 public import KimiK3.Depth.Kernel
 public import KimiK3.Depth.BlockState
+public import KimiK3.Depth.Graph
+public import KimiK3.Depth.AttnResGraph
 
 /-!
 # KimiK3.Depth
