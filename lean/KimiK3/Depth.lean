@@ -4,6 +4,8 @@ public import KimiK3.Depth.Kernel
 public import KimiK3.Depth.BlockState
 public import KimiK3.Depth.Graph
 public import KimiK3.Depth.AttnResGraph
+public import KimiK3.Depth.AttnRes
+public import KimiK3.Depth.AttnResBridge
 
 /-!
 # KimiK3.Depth
