@@ -6,6 +6,7 @@ public import KimiK3.Depth.Graph
 public import KimiK3.Depth.AttnResGraph
 public import KimiK3.Depth.AttnRes
 public import KimiK3.Depth.AttnResBridge
+public import KimiK3.Depth.Conservation
 
 /-!
 # KimiK3.Depth
