@@ -80,8 +80,10 @@ theorem layers_finishLayer (blockSize : Nat) (s : BlockState α d) (seqOut chanO
   · rw [finishLayer_not_full s seqOut chanOut h]
     simp only [layers]; omega
 
+/-- Committing no layer changes nothing. -/
 @[simp] theorem commitAll_nil (blockSize : Nat) (s : BlockState α d) : s.commitAll blockSize [] = s := rfl
 
+/-- Committing `o :: outs` commits `o`, then `outs`. -/
 theorem commitAll_cons (blockSize : Nat) (s : BlockState α d) (o : Tensor α [d] × Tensor α [d])
     (outs : List (Tensor α [d] × Tensor α [d])) :
     s.commitAll blockSize (o :: outs) = (s.finishLayer blockSize o.1 o.2).commitAll blockSize outs := rfl

@@ -34,6 +34,7 @@ def Clean [Scalar α] (s : BlockState α d) : Prop := s.count = 0 → ∀ k, s.p
 
 variable [ScalarField α]
 
+/-- The list sum of a concatenation is the sum of the list sums. -/
 theorem listSum_append (l₁ l₂ : List α) : listSum (l₁ ++ l₂) = listSum l₁ + listSum l₂ := by
   induction l₁ with
   | nil => show listSum l₂ = 0 + listSum l₂; grind
