@@ -87,3 +87,16 @@ def test_broken_module_skips_its_dependents(library_build, tc, tmp_path) -> None
     assert not result.ok
     assert result.failed == ["KimiK3.Smoke.Double"]
     assert set(result.skipped) == {"KimiK3.Smoke.DoubleFacts", "KimiK3"}
+
+
+def test_incomplete_store_object_is_rebuilt(library_build, tc) -> None:
+    """A stored module whose outputs were removed is rebuilt, not linked as if it were complete."""
+    modules = sources.discover(REPO)
+    keys = build.module_keys(modules, tc)
+    name = "KimiK3.Smoke.DoubleFacts"
+    olean = build.object_store() / keys[name] / "KimiK3" / "Smoke" / "DoubleFacts.olean"
+    olean.unlink()
+    again = build.build(REPO, tc)
+    assert again.ok
+    assert again.built == [name]
+    assert olean.is_file()
