@@ -68,6 +68,7 @@ class Audit:
     toolchain: str
     seconds: float
     core_opaque: bool  # whether some core declarations' proofs were not visible
+    eval_seconds: float = 0.0  # the metaprogram's own time (seconds includes Lean start-up, slot waits)
 
     def violations(self) -> list[str]:
         """`module: constant uses axiom(s) ...` for every forbidden use, and unreadable proofs."""
@@ -86,6 +87,7 @@ class Audit:
             "format": "k3spec.audit.v1",
             "toolchain": self.toolchain,
             "seconds": round(self.seconds, 1),
+            "eval_seconds": round(self.eval_seconds, 1),
             "standard_axioms": list(STANDARD_AXIOMS),
             "core_opaque": self.core_opaque,
             "declarations": [d.__dict__ for d in self.declarations.values()],
@@ -98,7 +100,8 @@ class Audit:
         if doc.get("format") != "k3spec.audit.v1":
             raise AuditError(f"not a k3spec.audit.v1 document (format {doc.get('format')!r})")
         decls = {d["name"]: Declaration(**d) for d in doc["declarations"]}
-        return cls(decls, doc["constants"], doc["toolchain"], doc["seconds"], doc["core_opaque"])
+        return cls(decls, doc["constants"], doc["toolchain"], doc["seconds"], doc["core_opaque"],
+                   doc.get("eval_seconds", 0.0))
 
 
 def ilean_declarations(olean_root: Path, module: str, source: Path) -> dict[str, tuple[int, str]]:
@@ -127,12 +130,13 @@ def audit_source(modules: list[str], details: list[str], out_path: Path) -> str:
     )
 
 
-def parse_output(lines: list[str]) -> tuple[dict[str, dict], list[dict], list[str]]:
-    """The metaprogram's JSON lines: details by name, constants, and names it could not find."""
+def parse_output(lines: list[str]) -> tuple[dict[str, dict], list[dict], list[str], float]:
+    """The metaprogram's JSON lines: details by name, constants, names it could not find, and
+    the seconds its `#eval` took (private-level import and collection, without Lean's start-up)."""
     details: dict[str, dict] = {}
     constants: list[dict] = []
     missing: list[str] = []
-    done = False
+    done, eval_s = False, 0.0
     for line in lines:
         if not line.startswith("{"):
             continue
@@ -144,10 +148,10 @@ def parse_output(lines: list[str]) -> tuple[dict[str, dict], list[dict], list[st
         elif "missing" in record:
             missing.append(record["missing"])
         elif record.get("done"):
-            done = True
+            done, eval_s = True, record.get("eval_ms", 0) / 1000
     if not done:
         raise AuditError("the audit metaprogram stopped before its end (no `done` line)")
-    return details, constants, missing
+    return details, constants, missing, eval_s
 
 
 def run_audit(tc: Toolchain, olean_root: Path, modules: dict[str, Path]) -> Audit:
@@ -166,7 +170,7 @@ def run_audit(tc: Toolchain, olean_root: Path, modules: dict[str, Path]) -> Audi
             raise AuditError(f"the audit metaprogram failed:\n{err}") from err
         if not out_path.is_file():
             raise AuditError("the audit metaprogram wrote no output")
-        details, constants, missing = parse_output(out_path.read_text(encoding="utf-8").splitlines())
+        details, constants, missing, eval_s = parse_output(out_path.read_text(encoding="utf-8").splitlines())
     by_name = {c["constant"]: c for c in constants}
     decls: dict[str, Declaration] = {}
     for name, (line, src, module) in sorted(positions.items()):
@@ -186,7 +190,7 @@ def run_audit(tc: Toolchain, olean_root: Path, modules: dict[str, Path]) -> Audi
             core=sorted(detail.get("core", [])),
         )
     core_opaque = any(c["core_count"] for c in constants)
-    return Audit(decls, constants, tc.identity, time.monotonic() - start, core_opaque)
+    return Audit(decls, constants, tc.identity, time.monotonic() - start, core_opaque, eval_s)
 
 
 def library_olean_root(root: Path, tc: Toolchain) -> Path:

@@ -113,7 +113,7 @@ def report_cmd(root: Path, out: Path, index_path: Path | None, difftest: Path | 
         else:
             audit = audit_mod.audit_library(root, toolchain.find())
             click.echo(f"axiom audit: {len(audit.declarations)} declarations, {len(audit.constants)} constants "
-                       f"in {audit.seconds:.1f} s", err=True)
+                       f"in {audit.seconds:.1f} s (metaprogram {audit.eval_seconds:.1f} s)", err=True)
         start = time.monotonic()
         index = report_mod.load_index(index_path or root / "fixtures" / "report" / "equations.json")
         page = report_mod.render_site(out, index, audit, root, report_mod.read_difftest(difftest), source_url)
