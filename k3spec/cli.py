@@ -85,5 +85,44 @@ def build_cmd(root: Path, jobs: int, quiet: bool) -> None:
     sys.exit(0 if result.ok else 1)
 
 
+@main.command("report")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
+              help="Repository root.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default="build/report", show_default=True,
+              help="Folder the site is written to.")
+@click.option("--index", "index_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Equation index [default: ROOT/fixtures/report/equations.json].")
+@click.option("--difftest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of `difftest run --report DIR` (its summary.json).")
+@click.option("--audit-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Reuse an audit.json written earlier instead of running the Lean audit.")
+@click.option("--source-url", default=None, help="Base URL of the sources (default: relative file links).")
+def report_cmd(root: Path, out: Path, index_path: Path | None, difftest: Path | None,
+               audit_json: Path | None, source_url: str | None) -> None:
+    """Audit every theorem's axioms and write the proof-status site; print its index page."""
+    import json
+    import time
+
+    from . import audit as audit_mod
+    from . import report as report_mod
+
+    root = root.absolute()
+    try:
+        if audit_json is not None:
+            audit = audit_mod.Audit.from_json(json.loads(audit_json.read_text(encoding="utf-8")))
+        else:
+            audit = audit_mod.audit_library(root, toolchain.find())
+            click.echo(f"axiom audit: {len(audit.declarations)} declarations, {len(audit.constants)} constants "
+                       f"in {audit.seconds:.1f} s (metaprogram {audit.eval_seconds:.1f} s)", err=True)
+        start = time.monotonic()
+        index = report_mod.load_index(index_path or root / "fixtures" / "report" / "equations.json")
+        page = report_mod.render_site(out, index, audit, root, report_mod.read_difftest(difftest), source_url)
+        click.echo(f"site rendered in {time.monotonic() - start:.1f} s", err=True)
+        audit_mod.check(audit)
+    except (toolchain.ToolchainError, audit_mod.AuditError, report_mod.ReportError, OSError, ValueError) as err:
+        _fail(str(err))
+    click.echo(page)
+
+
 if __name__ == "__main__":
     main()
