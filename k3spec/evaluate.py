@@ -9,6 +9,7 @@ library on `LEAN_PATH`, and returns the messages.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,24 +37,44 @@ def library_path(root: Path) -> Path:
     return work_folder(root) / "out"
 
 
-def run_source(tc: Toolchain, source: str, name: str = "Eval", lean_path: list[Path] = ()) -> list[Message]:
+def run_source(
+    tc: Toolchain, source: str, name: str = "Eval", lean_path: list[Path] = (), attempts: int = 3
+) -> list[Message]:
     """Elaborate `source` as `NAME.lean` in a fresh folder under /tmp and return its messages.
 
     `lean_path` lists folders of `.olean`s it may import. Raises `EvaluationError` on any error.
+    The offline `lean.js` sometimes exits before the last of a large output reaches its pipe (seen
+    with a 220 kB message in about one run in three); a cut-off message is detected (it is not
+    valid JSON) and the file is run again, up to `attempts` runs in all. A message cut off every
+    time (the offline Lean also truncates one message at about 2 MB) is an `EvaluationError`:
+    write large results to a file instead.
     """
-    with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
-        path = Path(tmp) / f"{name}.lean"
-        path.write_text(source, encoding="utf-8")
-        run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, path.name], cwd=Path(tmp), lean_path=list(lean_path))
-    messages = []
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            msg = json.loads(line)
-            messages.append(Message(msg.get("pos", {}).get("line", 0), msg.get("severity", ""), msg.get("data", "")))
+    for attempt in range(1, attempts + 1):
+        with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
+            path = Path(tmp) / f"{name}.lean"
+            path.write_text(source, encoding="utf-8")
+            run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, path.name], cwd=Path(tmp), lean_path=list(lean_path))
+        try:
+            messages = _parse_messages(run.stdout)
+            break
+        except json.JSONDecodeError as err:
+            cut = f"{name}.lean: Lean's output was cut off ({err.msg} at character {err.pos} of a message)"
+            if attempt == attempts:
+                raise EvaluationError(f"{cut} in all {attempts} runs; write large results to a file") from None
+            print(f"{cut}; running it again ({attempt + 1}/{attempts})", file=sys.stderr, flush=True)
     errors = [m for m in messages if m.severity == "error"]
     if errors or run.returncode != 0:
         detail = "\n".join(f"{name}.lean:{m.line}: {m.text}" for m in errors[:5]) or run.stderr.strip()
         raise EvaluationError(detail)
+    return messages
+
+
+def _parse_messages(stdout: str) -> list[Message]:
+    messages = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            msg = json.loads(line)
+            messages.append(Message(msg.get("pos", {}).get("line", 0), msg.get("severity", ""), msg.get("data", "")))
     return messages
 
 
