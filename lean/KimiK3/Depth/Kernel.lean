@@ -106,6 +106,18 @@ the partial block starts empty. -/
   if s.count + 1 = blockSize then ⟨s.embedding, Seq.listAppend s.blocks [p], fun _ => 0, 0⟩
   else ⟨s.embedding, s.blocks, p, s.count + 1⟩
 
+/-- The sources of the channel mixer's retrieval: the embedding, the completed blocks, and the
+partial block with the sequence output added (`retrieveAfterSequence` attends over them). -/
+@[macro_inline] def sourcesAfterSequence (s : BlockState α d) (seqOut : Tensor α [d]) :
+    List (Tensor α [d]) :=
+  s.embedding :: Seq.listAppend s.blocks [s.afterSequence seqOut]
+
+/-- Commit the layers whose outputs are `outs` (pairs `(seqOut, chanOut)`, first layer first),
+one `finishLayer` each. -/
+@[macro_inline] def commitAll (blockSize : Nat) (s : BlockState α d)
+    (outs : List (Tensor α [d] × Tensor α [d])) : BlockState α d :=
+  outs.foldl (fun t o => t.finishLayer blockSize o.1 o.2) s
+
 /-- Well-formedness for block size `blockSize`: the partial block is not full. -/
 def WF (blockSize : Nat) (s : BlockState α d) : Prop := s.count < blockSize
 
