@@ -83,8 +83,10 @@ def test_exports_validate_and_match_committed() -> None:
 
 
 def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    got, want = got.detach(), want.detach()
     assert got.shape == want.shape
-    assert float((got - want).abs().max()) <= RTOL * float(want.abs().max())
+    err, scale = float((got - want).abs().max()), float(want.abs().max())
+    assert err <= RTOL * scale, f"max error {err:.3e} vs bound {RTOL * scale:.3e}"
 
 
 def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
@@ -260,12 +262,12 @@ class Recorder:
             h.remove()
 
 
-@pytest.fixture(scope="module")
-def decoder_run() -> dict:
+def run_decoder_step(seed: int = 3, routes: dict[int, list[int]] | None = None) -> dict:
     """A seeded tiny model (KDA `dt_bias` = 0), `PAST` prefix tokens, then one cached step;
-    the graph evaluated on the model's weights, the prefix states and the staged routes."""
+    the graph evaluated on the model's weights, the prefix states and the routes staged from
+    the model's own routing of the step token (or `routes` when given)."""
     cfg = load_config(TINY)
-    model = random_model(cfg, seed=3, dtype=F64)
+    model = random_model(cfg, seed=seed, dtype=F64)
     with torch.no_grad():
         for lay in model.model.layers:
             if not lay.is_mla:
@@ -294,8 +296,13 @@ def decoder_run() -> dict:
             inputs[p + "heads"] = st.recurrent[0]
     cg = compile_graph(load_graph(GRAPHS / "decoder_step_tiny.json"))
     with torch.no_grad():
-        got = cg(decoder_params(model, rec.route), inputs)
+        got = cg(decoder_params(model, rec.route if routes is None else routes), inputs)
     return {"model": model, "got": got, "logits": logits_btv[0, -1], "cache": cache_next, "rec": rec}
+
+
+@pytest.fixture(scope="module")
+def decoder_run() -> dict:
+    return run_decoder_step()
 
 
 def test_decoder_step_logits_equal_pybridge(decoder_run: dict) -> None:
@@ -324,6 +331,14 @@ def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_run: dict) -> Non
         want_e = torch.sigmoid(rec.gate_in[i] @ gate.weight.T) + gate.e_score_correction_bias
         _close(scores_e, want_e)
         assert select_top_k(scores_e[None], gate.top_k)[0].tolist() == route
+
+
+def test_decoder_step_other_route_changes_logits(decoder_run: dict) -> None:
+    """Negative control: staging another expert in one slot of layer 2 moves the logits."""
+    route = {i: list(r) for i, r in decoder_run["rec"].route.items()}
+    route[1][1] = next(e for e in range(6) if e not in route[1])
+    other = run_decoder_step(routes=route)["got"]["logits"]
+    assert float((other - decoder_run["logits"]).abs().max()) > 1e-6
 
 
 if __name__ == "__main__":
