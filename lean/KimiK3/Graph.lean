@@ -2,6 +2,7 @@ module
 
 public import KimiK3.Graph.Program
 public import KimiK3.Graph.KDALayerGraph
+public import KimiK3.Graph.KDALayerGraphEval
 
 /-!
 # Whole-step graphs (k3-spec §2.2–2.5)
