@@ -151,7 +151,6 @@ theorem layerProgram_eval {D H K V R : Nat} (logFloor l2Eps : α)
     eval_packedUpdate_weakenEnd]
   dsimp only [layerBaseCtx, layerParamSig, layerInputSig, Signature.shapes, Shape.appendList, Var.at,
     Env.get_there, Env.get_here]
-  try simp only [eval_packedUpdate_weakenEnd]
   refine Env.cons_congr ?_ (Env.cons_congr ?_ (Env.cons_congr ?_
     (Env.cons_congr ?_ (Env.cons_congr ?_ rfl))))
   · simp only [layerStep, Seq.memo2_eq]; rfl
