@@ -20,6 +20,7 @@ public import KimiK3.Core.Json
 public import KimiK3.Channel
 public import KimiK3.Sequence
 public import KimiK3.Depth
+public import KimiK3.Graph
 
 /-!
 # KimiK3

@@ -1,0 +1,12 @@
+module
+
+public import KimiK3.Graph.Program
+public import KimiK3.Graph.KDALayerGraph
+public import KimiK3.Graph.KDALayerGraphEval
+
+/-!
+# Whole-step graphs (k3-spec §2.2–2.5)
+
+Aggregator of `KimiK3/Graph/`: graph programs with shared bindings, the graph of one token of a
+whole KDA layer, and the decoder token step. See `Graph/README.md`.
+-/
