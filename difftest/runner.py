@@ -75,6 +75,11 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
     def raised(dtype: str, impl: str, note: str) -> None:
         res.comparisons.append(Comparison(comp.name, case.index, case.kind, dtype, impl, "-", "*", np.inf, 0.0, False, note=note))
 
+    ref_np, err = _safe(lambda: comp.numpy_outputs(case) or {}, "numpy reference")
+    if ref_np:
+        impls["numpy"] = ref_np
+    elif err:
+        raised("float64", "numpy", err)
     if comp.graph_available(case):
         out, err = _safe(lambda: comp.graph_outputs(case, torch.float64, device), "graph (float64)")
         if out is None:
@@ -95,7 +100,7 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
                 for output in sorted(set(impls[impl]) & set(impls[ref])):
                     res.comparisons.append(compare(comp.name, case.index, case.kind, "float64", impl, ref, output,
                                                    impls[impl][output], impls[ref][output], tol64, output in exact))
-    ref_name = "lean" if "lean" in impls else next((n for n in names if n.startswith("torch")), None)
+    ref_name = next((n for n in ("lean", "numpy") if n in impls), None) or next((n for n in names if n.startswith("torch")), None)
     for dtype in dtypes:
         if dtype == "float64" or ref_name is None:
             continue
@@ -104,13 +109,13 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
             if d == dtype and dev == str(device).split(":")[0]:
                 res.skipped.append(f"{impl} at {dtype} on {dev}: {why}")
         low: dict[str, dict[str, np.ndarray]] = {}
-        out, err = _safe(lambda: comp.torch_outputs(case, DTYPES[dtype], device), f"torch ({dtype})")
+        out, err = _safe(lambda d=DTYPES[dtype]: comp.torch_outputs(case, d, device), f"torch ({dtype})")
         if out is None:
             raised(dtype, "torch", err)
         else:
             low.update(out)
         if comp.graph_available(case):
-            gout, err = _safe(lambda: comp.graph_outputs(case, DTYPES[dtype], device), f"graph ({dtype})")
+            gout, err = _safe(lambda d=DTYPES[dtype]: comp.graph_outputs(case, d, device), f"graph ({dtype})")
             if gout is None:
                 raised(dtype, "graph", err)
             else:

@@ -59,7 +59,7 @@ def test_lean_file_has_bundle_decoder_and_one_eval_per_case() -> None:
     assert "structure BlockState" in source and "structure Expert" in source  # bundled, not imported
     assert "import " not in source.split("namespace KimiK3.DiffTest")[1]
     assert source.count('emit "C') == 4
-    comp, case = items[0]
+    _, case = items[0]
     assert hex_bits(case.tensors["G"]) in source  # inputs travel as exact bits
 
 

@@ -1,67 +1,46 @@
-"""difftest with the real Lean reference: the default run is green, and six known bugs injected
-into the torch model (by monkeypatching pybridge, never by editing it) are each flagged.
-
-One Lean process evaluates every case (a fresh cache per test session, so the Lean path runs
-for real); the mutation runs reuse its results from that cache, since the Lean reference does
-not depend on the torch model.
+"""Six known bugs injected into the torch model (by monkeypatching pybridge, never by editing
+it) are each flagged by difftest against an independent reference: the exported graph (compiled
+from the Lean export) or, for AttnRes, the plain NumPy reference. `test_difftest_lean.py` runs
+the same checks against the Lean reference itself.
 """
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from difftest import runner
-from difftest.components import COMPONENTS
 from pybridge import attnres, kda, layers, mla, moe
 from pybridge.layers import rms_norm
-
-pytestmark = pytest.mark.lean
 
 CASES = 2
 
 
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory):
-    """The green run every mutation is measured against (Lean for real, fresh cache)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DIFFTEST_CACHE", str(tmp_path_factory.mktemp("difftest-cache")))
-    result = runner.run(list(COMPONENTS), cases=CASES, seed=0, dtypes=["float64", "float32", "bfloat16"], shrink=False)
-    yield result
-    mp.undo()
-
-
-def test_default_run_is_green_three_ways(baseline) -> None:
-    assert baseline.passed, [c for r in baseline.results for c in r.failures()]
-    assert baseline.lean_record["ran"] == CASES * len(COMPONENTS)
-    pairs = {(c.component, c.impl, c.ref) for r in baseline.results for c in r.comparisons}
-    for name in ("expert", "latent_moe", "kda_recurrence", "mla"):
-        assert (name, "graph", "lean") in pairs and (name, "torch", "lean") in pairs and (name, "torch", "graph") in pairs
-    assert ("attnres", "torch", "lean") in pairs and ("kda_layer", "torch_decode", "lean") in pairs
-
-
-def flagged(component: str, baseline) -> list:
-    """Run `component` on the baseline's cases (Lean from the cache); the failing comparisons."""
-    assert baseline.passed
-    result = runner.run([component], cases=CASES, seed=0, dtypes=["float64"], shrink=False)
-    assert result.lean_record["ran"] == 0  # the reference came from the cache
+def flagged(component: str, use_lean: bool = False) -> list:
+    """Run `component` on seeded cases; the failing comparisons (at least one, against a reference
+    that does not depend on pybridge)."""
+    result = runner.run([component], cases=CASES, seed=0, dtypes=["float64"], use_lean=use_lean, shrink=False)
     failures = [c for r in result.results for c in r.failures()]
     assert failures, f"difftest did not flag the injected bug in {component}"
-    assert any(c.ref in ("lean", "graph") for c in failures)
+    assert any(c.ref in ("lean", "graph", "numpy") for c in failures)
     return failures
 
 
-def test_sigmoid_reading_the_capped_gate_is_flagged(baseline, monkeypatch) -> None:
+def test_unmutated_components_pass() -> None:
+    assert runner.run(["expert", "latent_moe", "kda_recurrence", "kda_layer", "mla", "attnres"], cases=CASES,
+                      seed=0, dtypes=["float64"], use_lean=False, shrink=False).passed
+
+
+def test_sigmoid_reading_the_capped_gate_is_flagged(monkeypatch) -> None:
     def situ_capped(gate, up, gate_cap, up_cap):
         capped = layers.soft_cap(gate_cap, gate)
         return capped * torch.sigmoid(capped) * layers.soft_cap(up_cap, up)
 
     monkeypatch.setattr(layers, "situ", situ_capped)
-    failures = flagged("expert", baseline)
+    failures = flagged("expert")
     assert max(c.err for c in failures) > 1e-3
 
 
-def test_mixture_weights_from_bias_adjusted_scores_are_flagged(baseline, monkeypatch) -> None:
+def test_mixture_weights_from_bias_adjusted_scores_are_flagged(monkeypatch) -> None:
     def gate_forward(self, x_nd):
         adjusted = torch.sigmoid(x_nd @ self.weight.T) + self.e_score_correction_bias
         idx = moe.select_top_k(adjusted, self.top_k)
@@ -69,11 +48,11 @@ def test_mixture_weights_from_bias_adjusted_scores_are_flagged(baseline, monkeyp
         return idx, self.scaling * chosen / chosen.sum(-1, keepdim=True)
 
     monkeypatch.setattr(moe.MoEGate, "forward", gate_forward)
-    failures = flagged("latent_moe", baseline)
+    failures = flagged("latent_moe")
     assert {c.output for c in failures} == {"y"}  # same route, wrong weights
 
 
-def test_kda_reading_before_the_update_is_flagged(baseline, monkeypatch) -> None:
+def test_kda_reading_before_the_update_is_flagged(monkeypatch) -> None:
     def recurrent_read_first(q, k, v, g, beta, scale, state=None):
         B, T, H, K = q.shape
         S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state
@@ -86,9 +65,11 @@ def test_kda_reading_before_the_update_is_flagged(baseline, monkeypatch) -> None
         return torch.stack(outs, dim=1), S
 
     monkeypatch.setattr(kda, "kda_recurrent", recurrent_read_first)
-    failures = flagged("kda_recurrence", baseline)
+    failures = flagged("kda_recurrence")
     assert {c.impl for c in failures} == {"torch_recurrent"} and {c.output for c in failures} == {"o"}
-    assert flagged("kda_layer", baseline)  # decode runs the recurrent kernel
+    # the layer's decode path runs the recurrent kernel: decode and prefill (chunked) now differ
+    assert any(c.impl == "torch_decode" for c in runner.run(["kda_layer"], cases=1, use_lean=False, shrink=False,
+                                                              dtypes=["float64"]).results[0].failures())
 
 
 def _mla_forward(attend_first: bool = False, transpose_o: bool = False):
@@ -119,20 +100,20 @@ def _mla_forward(attend_first: bool = False, transpose_o: bool = False):
     return forward
 
 
-def test_mla_attending_before_appending_is_flagged(baseline, monkeypatch) -> None:
+def test_mla_attending_before_appending_is_flagged(monkeypatch) -> None:
     monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(attend_first=True))
-    failures = flagged("mla", baseline)
-    assert any("NaN" in c.note for c in failures)  # the first token attends over nothing
+    failures = flagged("mla")
+    # with an empty cache the first token attends over nothing (an empty softmax gives 0)
+    assert any(c.ref == "graph" and c.output == "y_t2" for c in failures)
 
 
-def test_mla_forward_copy_is_faithful(baseline, monkeypatch) -> None:
+def test_mla_forward_copy_is_faithful(monkeypatch) -> None:
     """The copied forward without a bug passes: the failures above come from the bugs."""
     monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward())
-    result = runner.run(["mla"], cases=CASES, seed=0, dtypes=["float64"], shrink=False)
-    assert result.passed
+    assert runner.run(["mla"], cases=CASES, seed=0, dtypes=["float64"], use_lean=False, shrink=False).passed
 
 
-def test_attnres_mixing_normalized_values_is_flagged(baseline, monkeypatch) -> None:
+def test_attnres_mixing_normalized_values_is_flagged(monkeypatch) -> None:
     def retrieve_normalized(sources, query_d, eps):
         v = torch.stack(sources, dim=0)
         normed = rms_norm(v, eps)
@@ -140,13 +121,13 @@ def test_attnres_mixing_normalized_values_is_flagged(baseline, monkeypatch) -> N
         return (weights[..., None] * normed).sum(0)  # mixes RMSNorm(v_i), not v_i
 
     monkeypatch.setattr(attnres, "retrieve", retrieve_normalized)
-    failures = flagged("attnres", baseline)
-    assert {c.ref for c in failures} == {"lean"}
+    failures = flagged("attnres")
+    assert {c.ref for c in failures} <= {"lean", "numpy", "graph"}
 
 
-def test_transposed_in_out_weight_is_flagged(baseline, monkeypatch) -> None:
+def test_transposed_in_out_weight_is_flagged(monkeypatch) -> None:
     # o_proj is square in the tiny configuration (3 heads × 8 = 24 = hidden), so the
     # transposed weight runs without a shape error: only the values are wrong
     monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(transpose_o=True))
-    failures = flagged("mla", baseline)
+    failures = flagged("mla")
     assert max(c.err for c in failures) > 1e-2

@@ -72,6 +72,10 @@ class Component:
         """Whether pybridge can run `impl` at `dtype` on `device` (see `unsupported`)."""
         return (impl, str(dtype).removeprefix("torch."), str(device).split(":")[0]) not in self.unsupported
 
+    def numpy_outputs(self, case: Case) -> dict[str, np.ndarray] | None:
+        """An optional plain float64 NumPy reference, independent of pybridge (None: none)."""
+        return None
+
     def graph_available(self, case: Case) -> bool:
         return self.graph_file is not None and (GRAPHS / self.graph_file).exists() and self.graph_fits(case)
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import torch
 
-from difftest.case import Case
 from difftest.components.base import GRAPHS, TINY_CONFIG, Component, ErrorModel, copy_weight, t64, to_np
 from difftest.inputs import gaussian, scale_for_kind
 from pybridge import layers, moe
@@ -17,7 +16,7 @@ from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(file: str, dtype: torch.dtype, device: str):
     """A graph export compiled once per dtype and device."""
     return compile_graph(load_graph(GRAPHS / file), dtype=dtype, device=device)

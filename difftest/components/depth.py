@@ -18,7 +18,7 @@ class AttnResComponent(Component):
     lean_targets = ("KimiK3.Depth.Kernel",)
     kinds = ("random", "saturate", "tiny", "tie")
     default_sizes = {"D": 24, "L": 5, "B": 3}
-    graph_file = None  # hook: fixtures/graphs/attnres_tiny.json (depth helper) joins here
+    graph_file = "attnres_tiny.json"  # one retrieval over 3 sources (branch `depth`); used where 3 are read
 
     def shrink_sizes(self, sizes):
         return [{**sizes, "D": d, "L": l} for d, l in ((2, 1), (4, 2), (8, 4)) if d < sizes["D"] and l <= sizes["L"]]
@@ -51,7 +51,69 @@ class AttnResComponent(Component):
             h_chan.append(attnres.retrieve(depth.add_sequence_output(t["seq_out"][layer]), t["w_chan"][layer], eps))
             depth.finish_layer(t["chan_out"][layer])
         final = attnres.retrieve(depth.sources(), t["w_final"], eps)
-        return {"torch": {"h_seq": to_np(torch.stack(h_seq)), "h_chan": to_np(torch.stack(h_chan)), "final": to_np(final)}}
+        out = {"h_seq": to_np(torch.stack(h_seq)), "h_chan": to_np(torch.stack(h_chan)), "final": to_np(final)}
+        return {"torch": self.graph_rows(case, out)}
+
+    def graph_fits(self, case):
+        return case.sizes["D"] == self.default_sizes["D"]
+
+    def source_lists(self, case) -> list[tuple[str, int, list[np.ndarray], np.ndarray]]:
+        """Every retrieval of the case as (output, row, sources, query), with the commit rule
+        of k3-spec §2.5 replayed in numpy (an independent bookkeeping of the depth state)."""
+        t, B = case.tensors, case.sizes["B"]
+        blocks, partial, count, out = [t["embedding"]], None, 0, []
+        for layer in range(case.sizes["L"]):
+            out.append(("h_seq", layer, blocks + ([partial] if count else []), t["w_seq"][layer]))
+            after = t["seq_out"][layer] if count == 0 else partial + t["seq_out"][layer]
+            out.append(("h_chan", layer, [*blocks, after], t["w_chan"][layer]))
+            partial, count = after + t["chan_out"][layer], count + 1
+            if count == B:
+                blocks, partial, count = [*blocks, partial], None, 0
+        out.append(("final", -1, blocks + ([partial] if count else []), t["w_final"]))
+        return out
+
+    def numpy_outputs(self, case):
+        """Report Eq. 9–10 in plain NumPy on the replayed depth state (float64)."""
+        eps = float(case.tensors["eps"])
+        out: dict[str, list] = {"h_seq": [], "h_chan": [], "final": []}
+        for output, _, sources, query in self.source_lists(case):
+            v = np.stack(sources)
+            scores = (v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + eps)) @ query
+            w = np.exp(scores - scores.max())
+            out[output].append((w / w.sum()) @ v)
+        res = {"h_seq": np.stack(out["h_seq"]), "h_chan": np.stack(out["h_chan"]), "final": out["final"][0]}
+        return self.graph_rows(case, res)
+
+    def graph_outputs(self, case, dtype, device):
+        """The export retrieves over exactly as many sources as it was exported for; the
+        retrievals of the case that read that many are compared (key `<output>_g`)."""
+        from difftest.components.channel import compiled
+
+        cg = compiled(self.graph_file, dtype, device)
+        n = cg.graph.inputs[0].shape[0]
+        rows: dict[str, list[np.ndarray]] = {}
+        for output, _, sources, query in self.source_lists(case):
+            if len(sources) == n:
+                r = cg({"query": t64(query), "norm_gain": torch.ones(len(query), dtype=torch.float64)},
+                       {"values": t64(np.stack(sources))})
+                rows.setdefault(f"{output}_g", []).append(to_np(r["output"]))
+        return {k: np.stack(v) for k, v in rows.items()}
+
+    def graph_rows(self, case, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The rows of `out` that the graph computes (retrievals over its number of sources)."""
+        if not self.graph_available(case):
+            return out
+        from difftest.components.channel import compiled
+
+        n = compiled(self.graph_file, torch.float64, "cpu").graph.inputs[0].shape[0]
+        rows: dict[str, list[np.ndarray]] = {}
+        for output, row, sources, _ in self.source_lists(case):
+            if len(sources) == n:
+                rows.setdefault(f"{output}_g", []).append(out[output] if row < 0 else out[output][row])
+        return {**out, **{k: np.stack(v) for k, v in rows.items()}}
+
+    def lean_postprocess(self, case, out):
+        return self.graph_rows(case, out)
 
     def lean_output_shapes(self, case):
         D, L = case.sizes["D"], case.sizes["L"]
