@@ -49,10 +49,13 @@ def list_components() -> None:
 @click.option("--device", default="cpu", show_default=True, help="torch device of the model and graph runs (cpu, cuda).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write summary.json and index.html (per-component error plots) into DIR.")
+@click.option("--lean-cases", default=1, show_default=True, type=click.IntRange(0, 1000),
+              help="Cases per component the Lean reference evaluates (the first ones; the rest are checked "
+                   "against the graph and NumPy references). The interpreter is slow: keep this small.")
 @click.option("--no-lean", is_flag=True, help="Skip the Lean reference (graph vs torch only).")
 @click.option("--no-cache", is_flag=True, help="Run Lean even for cases in the cache.")
 @click.option("--no-shrink", is_flag=True, help="Do not shrink failing cases.")
-def run_command(components, cases, seed, dtypes, device, report_dir, no_lean, no_cache, no_shrink) -> None:
+def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases, no_lean, no_cache, no_shrink) -> None:
     """Run the differential test; exit status 1 when any comparison fails."""
     registry = _components()
     unknown = [c for c in components if c not in registry]
@@ -74,8 +77,8 @@ def run_command(components, cases, seed, dtypes, device, report_dir, no_lean, no
 
     start = time.monotonic()
     try:
-        result = run(chosen, cases, seed, dts, device, use_lean=not no_lean, use_cache=not no_cache,
-                     shrink=not no_shrink, progress=_say)
+        result = run(chosen, cases, seed, dts, device, use_lean=not no_lean and lean_cases > 0,
+                     use_cache=not no_cache, shrink=not no_shrink, lean_cases=lean_cases, progress=_say)
     except lean.LeanEvaluationError as exc:
         raise click.ClickException(str(exc)) from exc
     for r in result.results:
