@@ -85,13 +85,15 @@ def render_body(component, case: Case, key: str) -> str:
 #: memoized states cost exponential time (a 6-token KDA scan ran for minutes). Core's `memoFn`
 #: avoids this with the `@[noinline] readArray` helper; the bundle gives `Seq.memoFn` the same
 #: definitionally equal form. Applied only while the library still has the old text.
-MEMO_OLD = """def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
+MEMO_OLD = """/-- `f` with its values computed once and stored in an array. -/
+def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
   let a := buildArray f n (Nat.le_refl n)
   fun i => if h : i.val < a.size then a[i.val] else f i"""
 MEMO_NEW = """/-- (difftest bundle) Read `f i` from `a`; not inlined, so `a` is built once. -/
 @[noinline] def memoRead {n : Nat} (a : Array β) (f : Fin n → β) : Fin n → β :=
   fun i => if h : i.val < a.size then a[i.val] else f i
 
+/-- `f` with its values computed once and stored in an array. -/
 def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
   memoRead (buildArray f n (Nat.le_refl n)) f"""
 
