@@ -36,7 +36,8 @@ def list_components() -> None:
     """The registered components."""
     for name, comp in _components().items():
         graph = comp.graph_file or "none yet"
-        click.echo(f"{name:15} {comp.summary}\n{'':15} kinds: {', '.join(comp.kinds)}; graph: {graph}")
+        lean_note = "default run" if comp.lean_default else "with --lean-all"
+        click.echo(f"{name:15} {comp.summary}\n{'':15} kinds: {', '.join(comp.kinds)}; graph: {graph}; Lean: {lean_note}")
 
 
 @main.command("run")
@@ -52,10 +53,14 @@ def list_components() -> None:
 @click.option("--lean-cases", default=1, show_default=True, type=click.IntRange(0, 1000),
               help="Cases per component the Lean reference evaluates (the first ones; the rest are checked "
                    "against the graph and NumPy references). The interpreter is slow: keep this small.")
+@click.option("--lean-all", is_flag=True,
+              help="Evaluate every component in Lean (default: those fast in the offline interpreter; "
+                   "`difftest list` shows which).")
 @click.option("--no-lean", is_flag=True, help="Skip the Lean reference (graph vs torch only).")
 @click.option("--no-cache", is_flag=True, help="Run Lean even for cases in the cache.")
 @click.option("--no-shrink", is_flag=True, help="Do not shrink failing cases.")
-def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases, no_lean, no_cache, no_shrink) -> None:
+def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases, lean_all, no_lean, no_cache,
+                no_shrink) -> None:
     """Run the differential test; exit status 1 when any comparison fails."""
     registry = _components()
     unknown = [c for c in components if c not in registry]
@@ -78,7 +83,8 @@ def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases,
     start = time.monotonic()
     try:
         result = run(chosen, cases, seed, dts, device, use_lean=not no_lean and lean_cases > 0,
-                     use_cache=not no_cache, shrink=not no_shrink, lean_cases=lean_cases, progress=_say)
+                     use_cache=not no_cache, shrink=not no_shrink, lean_cases=lean_cases, lean_all=lean_all,
+                     progress=_say)
     except lean.LeanEvaluationError as exc:
         raise click.ClickException(str(exc)) from exc
     for r in result.results:

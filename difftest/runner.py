@@ -154,9 +154,10 @@ def shrink_candidates(comp: Component, case: Case) -> list[Case]:
 
 def run(components: list[str], cases: int = 4, seed: int = 0, dtypes: list[str] = ("float64", "float32", "bfloat16"),
         device: str = "cpu", use_lean: bool = True, use_cache: bool = True, shrink: bool = True,
-        lean_cases: int | None = None, progress: Progress = lambda s: None) -> RunResult:
-    """Run the differential test. Lean evaluates the first `lean_cases` cases of each component
-    (all when None); the others are checked against the graph and NumPy references."""
+        lean_cases: int | None = None, lean_all: bool = True, progress: Progress = lambda s: None) -> RunResult:
+    """Run the differential test. Lean evaluates the first `lean_cases` cases (all when None) of
+    each component (only of those with `lean_default` unless `lean_all`); the other cases are
+    checked against the graph and NumPy references."""
     start = time.monotonic()
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     dtypes = list(dtypes)
@@ -165,7 +166,8 @@ def run(components: list[str], cases: int = 4, seed: int = 0, dtypes: list[str] 
     lean_outs: list = [None] * len(items)
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     if use_lean:
-        chosen = [i for i, (_, case) in enumerate(items) if lean_cases is None or case.index < lean_cases]
+        chosen = [i for i, (comp, case) in enumerate(items)
+                  if (lean_cases is None or case.index < lean_cases) and (lean_all or comp.lean_default)]
         outs, rec = lean.evaluate([items[i] for i in chosen], use_cache, progress)
         for i, out in zip(chosen, outs):
             lean_outs[i] = out
@@ -182,7 +184,7 @@ def run(components: list[str], cases: int = 4, seed: int = 0, dtypes: list[str] 
         shrunk = shrink_failures(failed, dtypes, device, use_lean, use_cache, progress)
     return RunResult(
         {"components": components, "cases": cases, "seed": seed, "dtypes": dtypes, "device": device,
-         "lean": use_lean, "lean_cases": lean_cases, "cache": use_cache, "shrink": shrink},
+         "lean": use_lean, "lean_cases": lean_cases, "lean_all": lean_all, "cache": use_cache, "shrink": shrink},
         results, shrunk, record, round(time.monotonic() - start, 1),
     )
 

@@ -43,6 +43,9 @@ class Component:
     kinds: tuple[str, ...] = ("random",)
     default_sizes: dict[str, int] = {}
     graph_file: str | None = None  # fixtures/graphs/<graph_file>; None: no export yet
+    #: whether the default run evaluates this component in Lean; False where the offline
+    #: interpreter took minutes per case (see the report; `--lean-all` runs it anyway)
+    lean_default: bool = False
     #: (implementation, dtype, device) -> why pybridge cannot run it; reported as skipped
     unsupported: dict[tuple[str, str, str], str] = {}
 

@@ -44,6 +44,7 @@ class ExpertComponent(Component):
     kinds = ("random", "saturate", "tiny")
     default_sizes = {"d": 24, "h": 13}
     graph_file = "channel_expert_tiny.json"
+    lean_default = True  # about 3 s per case offline
 
     def sample(self, rng, kind, sizes):
         d, h = sizes["d"], sizes["h"]
