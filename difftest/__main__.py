@@ -1,0 +1,3 @@
+from difftest.cli import main
+
+main()

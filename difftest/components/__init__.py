@@ -1,0 +1,30 @@
+"""The registry of components `difftest run` knows: name -> component.
+
+A new component (e.g. one with a freshly exported graph) is one class and one entry here: it
+names its Lean template (`difftest/templates/<name>.lean.j2`), its Lean modules, its input kinds,
+its pybridge module and, when an export exists, its graph file and parameter mapping.
+
+`lean_default` marks the components the default run evaluates in Lean (those the offline
+interpreter evaluates in seconds; `--lean-all` evaluates every one).
+
+Hooks for the lead: `model` (the whole language model, `LanguageModel.step/run` on branch
+`model`) is not registered yet; the KDA layer and AttnRes components take their graphs
+(`kda_layer_step_tiny.json`, `attnres_tiny.json`) by setting `graph_file` and `graph_outputs`.
+"""
+
+from __future__ import annotations
+
+from difftest.components.base import Component, ErrorModel
+from difftest.components.channel import ExpertComponent, LatentMoEComponent
+from difftest.components.depth import AttnResComponent
+from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
+
+COMPONENTS: dict[str, Component] = {
+    c.name: c
+    for c in (
+        ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
+        AttnResComponent(),
+    )
+}
+
+__all__ = ["COMPONENTS", "Component", "ErrorModel"]

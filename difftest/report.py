@@ -1,0 +1,161 @@
+"""Reports: a JSON summary and an HTML page with per-component error plots (inline SVG), and
+the readable diff printed for each failure."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+import jinja2
+
+from difftest.compare import Comparison
+from difftest.components import COMPONENTS
+from difftest.runner import CaseResult, RunResult
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+DTYPE_COLOURS = {"float64": "#1f77b4", "float32": "#2ca02c", "bfloat16": "#d62728"}
+
+
+def _num(x: float) -> float | str:
+    return x if math.isfinite(x) else str(x)
+
+
+def _at(values, index: list[int]) -> float | None:
+    try:
+        v = values
+        for i in index:
+            v = v[i]
+        return float(v)
+    except (IndexError, TypeError, ValueError):
+        return None
+
+
+def diff_text(r: CaseResult, shrunk: CaseResult | None = None) -> str:
+    """The readable diff of a failing case: per failing comparison, the worst absolute and
+    relative error, its index, and the Lean, graph and torch values there (float64)."""
+    lines = [f"FAIL {r.case.label}"]
+    for c in r.failures():
+        lines.append(f"  {c.output} [{c.dtype}] {c.impl} vs {c.ref}: " + (c.note if c.note else ""))
+        if math.isfinite(c.abs_err) or c.index:
+            lines.append(f"    worst |error| {c.abs_err:.3e}, relative {c.err:.3e} (tolerance {c.tol:.1e}) at index {tuple(c.index)}")
+            vals = []
+            for impl in ("lean", "graph", "torch"):
+                v = _at(r.f64.get(impl, {}).get(c.output), c.index)
+                if v is not None:
+                    vals.append(f"{impl} {v!r}")
+            if c.dtype != "float64" or c.impl not in ("lean", "graph", "torch"):
+                vals.append(f"{c.impl} ({c.dtype}) {c.got!r}")
+            lines.append("    values: " + ", ".join(vals))
+    if shrunk is not None:
+        lines.append(f"  shrunk to {shrunk.case.label}:")
+        for c in shrunk.failures()[:3]:
+            lines.append(f"    {c.output} [{c.dtype}] {c.impl} vs {c.ref}: |error| {c.abs_err:.3e} at {tuple(c.index)}, "
+                         f"got {c.got!r}, want {c.want!r} {c.note}")
+    return "\n".join(lines)
+
+
+def summary(run: RunResult) -> dict:
+    comps: dict[str, dict] = {}
+    for r in run.results:
+        s = comps.setdefault(r.component, {"summary": COMPONENTS[r.component].summary, "cases": 0, "failed_cases": 0,
+                                           "comparisons": 0, "worst_ratio": {}, "implementations": set(), "skipped": set()})
+        s["cases"] += 1
+        s["failed_cases"] += 0 if r.passed else 1
+        s["comparisons"] += len(r.comparisons)
+        s["implementations"].update(r.f64)
+        s["skipped"].update(r.skipped)
+        for c in r.comparisons:
+            if c.tol > 0 and math.isfinite(c.ratio):
+                s["worst_ratio"][c.dtype] = max(s["worst_ratio"].get(c.dtype, 0.0), c.ratio)
+    for s in comps.values():
+        s["implementations"] = sorted(s["implementations"])
+        s["skipped"] = sorted(s["skipped"])
+    failures = []
+    for r in run.results:
+        if r.passed:
+            continue
+        shrunk = run.shrunk.get((r.component, r.case.index))
+        failures.append({
+            "case": r.case.label,
+            "comparisons": [_row(c) for c in r.failures()],
+            "diff": diff_text(r, shrunk),
+            "reproducer": (shrunk or r).case.reproducer(),
+            "original_reproducer": r.case.reproducer() if shrunk else None,
+        })
+    return {
+        "format": "difftest.report.v1",
+        "passed": run.passed,
+        "options": run.options,
+        "seconds": run.seconds,
+        "lean": run.lean_record,
+        "components": comps,
+        "failures": failures,
+        "comparisons": [_row(c) for r in run.results for c in r.comparisons],
+    }
+
+
+def _row(c: Comparison) -> dict:
+    d = asdict(c)
+    for k in ("err", "tol", "got", "want", "abs_err"):
+        d[k] = _num(d[k])
+    d["ratio"] = _num(c.ratio)
+    return d
+
+
+def svg_plot(rows: list[Comparison], width: int = 640, height: int = 220) -> str:
+    """Scatter of log10(error / tolerance) per comparison, by case, coloured by dtype; the
+    tolerance is the line at 0. Exact comparisons and exact agreements sit at the bottom."""
+    pad_l, pad_r, pad_t, pad_b = 48, 10, 10, 28
+    lo, hi = -6.0, 2.0
+    cases = sorted({c.case for c in rows}) or [0]
+    span = max(cases[-1] - cases[0], 1)
+
+    def x(case: int, jitter: float) -> float:
+        return pad_l + (case - cases[0] + 0.5 + jitter) / (span + 1) * (width - pad_l - pad_r)
+
+    def y(v: float) -> float:
+        v = min(max(v, lo), hi)
+        return pad_t + (hi - v) / (hi - lo) * (height - pad_t - pad_b)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="10">',
+             f'<rect x="{pad_l}" y="{pad_t}" width="{width - pad_l - pad_r}" height="{height - pad_t - pad_b}" fill="#fafafa" stroke="#ccc"/>']
+    for v in range(int(lo), int(hi) + 1, 2):
+        parts.append(f'<text x="{pad_l - 4}" y="{y(v) + 3:.1f}" text-anchor="end">1e{v}</text>')
+        parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
+    parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#000" stroke-dasharray="4 2"/>')
+    parts.append(f'<text x="{width - pad_r - 2}" y="{y(0) - 3:.1f}" text-anchor="end">tolerance</text>')
+    parts.append(f'<text x="{(width + pad_l) / 2}" y="{height - 6}" text-anchor="middle">case (error / tolerance, log scale)</text>')
+    order = list(DTYPE_COLOURS)
+    for c in rows:
+        r = c.ratio
+        v = math.log10(r) if r > 0 and math.isfinite(r) else (hi if not math.isfinite(r) else lo)
+        jitter = (order.index(c.dtype) - 1) * 0.18 if c.dtype in order else 0.0
+        colour = DTYPE_COLOURS.get(c.dtype, "#555")
+        fill = colour if c.passed else "none"
+        parts.append(f'<circle cx="{x(c.case, jitter):.1f}" cy="{y(v):.1f}" r="3" fill="{fill}" stroke="{colour}">'
+                     f'<title>{c.kind} {c.dtype} {c.impl} vs {c.ref} {c.output}: {c.err:.2e} / {c.tol:.1e}</title></circle>')
+    for i, (dtype, colour) in enumerate(DTYPE_COLOURS.items()):
+        parts.append(f'<circle cx="{pad_l + 10 + 80 * i}" cy="{pad_t + 10}" r="3" fill="{colour}"/>'
+                     f'<text x="{pad_l + 16 + 80 * i}" y="{pad_t + 13}">{dtype}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def write(run: RunResult, folder: Path) -> tuple[Path, Path]:
+    """Write `summary.json` and `index.html` into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = summary(run)
+    json_path = folder / "summary.json"
+    json_path.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    by_comp: dict[str, list[Comparison]] = defaultdict(list)
+    for r in run.results:
+        by_comp[r.component].extend(r.comparisons)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
+    html = env.get_template("report.html.j2").render(
+        doc=doc, plots={name: svg_plot(rows) for name, rows in by_comp.items()})
+    html_path = folder / "index.html"
+    html_path.write_text(html, encoding="utf-8")
+    return json_path, html_path
