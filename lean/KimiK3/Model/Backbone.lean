@@ -131,11 +131,20 @@ namespace ChannelMixer
 variable {α : Type} [Scalar α] {c : Config}
 
 /-- The channel mixer on one token, with the SiTU caps of the configuration
-(`activation_situ_beta`, `activation_situ_linear_beta`). -/
+(`activation_situ_beta`, `activation_situ_linear_beta`). The MoE case is
+`StableLatentMoE.forwardAuto` with the route, the shared output, the routed aggregate and the
+up-projected path memoized (equal to it: `ChannelMixer.forward_moe`, `Streaming.lean`), so
+that each is computed once per token. -/
 @[macro_inline] def forward (m : ChannelMixer α c) (x : Tensor α [c.hiddenDim]) : Tensor α [c.hiddenDim] :=
   match m with
   | .dense expert => expert.forward (c.gateCap : α) (c.upCap : α) x
-  | .moe layer hActive => layer.forwardAuto (k := c.activeExperts) hActive (c.gateCap : α) (c.upCap : α) x
+  | .moe layer hActive =>
+    let route := Seq.memoFn (layer.route (k := c.activeExperts) hActive x)
+    let shared := Seq.memoFn (layer.sharedOutput (c.gateCap : α) (c.upCap : α) x)
+    let routed := Seq.memoFn (layer.routedAggregate route (c.gateCap : α) (c.upCap : α) x)
+    let up := Seq.memoFn (Tensor.vecMatMul (Tensor.rmsNormVec layer.normEps routed layer.routedNormScale)
+      layer.upProject)
+    fun k => shared k + up k
 
 end ChannelMixer
 

@@ -142,6 +142,16 @@ theorem forwardFull_eq_forward [ScalarLaws α] (m : SequenceMixer α c) (xs : Li
 
 end SequenceMixer
 
+/-- The MoE channel mixer is `StableLatentMoE.forwardAuto` (the memoization changes nothing). -/
+theorem ChannelMixer.forward_moe {α : Type} [Scalar α] {c : Config}
+    (layer : StableLatentMoE α c.hiddenDim c.latentDim c.expertHiddenDim c.expertHiddenDim
+      c.numSharedExperts c.numRoutedExperts) (hActive : c.activeExperts ≤ c.numRoutedExperts)
+    (x : Tensor α [c.hiddenDim]) :
+    (ChannelMixer.moe layer hActive).forward x =
+      layer.forwardAuto (k := c.activeExperts) hActive (c.gateCap : α) (c.upCap : α) x := by
+  simp only [ChannelMixer.forward, Seq.memoFn_eq]
+  rfl
+
 /-! ## One layer: token-major = layer-major -/
 
 namespace BackboneLayer
