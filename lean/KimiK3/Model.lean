@@ -6,6 +6,7 @@ public import KimiK3.Model.Backbone
 public import KimiK3.Model.LanguageModel
 public import KimiK3.Model.Streaming
 public import KimiK3.Model.Embedding
+public import KimiK3.Model.DepthCount
 
 /-!
 # The language model (k3-spec §1, §2.1, §2.5)
