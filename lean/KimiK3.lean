@@ -21,6 +21,7 @@ public import KimiK3.Channel
 public import KimiK3.Sequence
 public import KimiK3.Depth
 public import KimiK3.Graph
+public import KimiK3.Model
 
 /-!
 # KimiK3
