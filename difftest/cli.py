@@ -36,7 +36,7 @@ def list_components() -> None:
     """The registered components."""
     for name, comp in _components().items():
         graph = comp.graph_file or "none yet"
-        lean_note = "default run" if comp.lean_default else "with --lean-all"
+        lean_note = "default run" if comp.lean_default else ("with --lean-all" if comp.template else "none")
         click.echo(f"{name:15} {comp.summary}\n{'':15} kinds: {', '.join(comp.kinds)}; graph: {graph}; Lean: {lean_note}")
 
 

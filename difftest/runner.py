@@ -156,8 +156,8 @@ def run(components: list[str], cases: int = 4, seed: int = 0, dtypes: list[str] 
         device: str = "cpu", use_lean: bool = True, use_cache: bool = True, shrink: bool = True,
         lean_cases: int | None = None, lean_all: bool = True, progress: Progress = lambda s: None) -> RunResult:
     """Run the differential test. Lean evaluates the first `lean_cases` cases (all when None) of
-    each component (only of those with `lean_default` unless `lean_all`); the other cases are
-    checked against the graph and NumPy references."""
+    each component (only of those with `lean_default` unless `lean_all`; never of those without a
+    Lean template); the other cases are checked against the graph and NumPy references."""
     start = time.monotonic()
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     dtypes = list(dtypes)
@@ -167,7 +167,7 @@ def run(components: list[str], cases: int = 4, seed: int = 0, dtypes: list[str] 
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     if use_lean:
         chosen = [i for i, (comp, case) in enumerate(items)
-                  if (lean_cases is None or case.index < lean_cases) and (lean_all or comp.lean_default)]
+                  if (lean_cases is None or case.index < lean_cases) and (lean_all or comp.lean_default) and comp.template]
         outs, rec = lean.evaluate([items[i] for i in chosen], use_cache, progress)
         for i, out in zip(chosen, outs):
             lean_outs[i] = out
@@ -197,7 +197,8 @@ def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, us
     for r in failed:
         comp = COMPONENTS[r.component]
         # Lean is rerun for the candidates only when no other reference shows the failure
-        needs_lean = not any(c.ref in ("graph", "numpy") or c.impl in ("graph", "numpy") for c in r.failures())
+        needs_lean = bool(comp.template) and not any(c.ref in ("graph", "numpy") or c.impl in ("graph", "numpy")
+                                                     for c in r.failures())
         signature = {(c.dtype, c.impl) for c in r.failures()}
         for cand in shrink_candidates(comp, r.case):
             plan.append((r, comp, cand, signature, needs_lean))

@@ -4,15 +4,9 @@ The Lean export (`lean/KimiK3/Graph/export.eval`, run as a bundle) writes
 `fixtures/graphs/kda_layer_step_tiny.json` (and the decoder step); here the committed files
 are compiled with `pybridge.graph` (float64) and compared with pybridge's own layers.
 
-KDA layer mapping (graph `[in, out]` names <- pybridge `KimiDeltaAttention`, hub `[out, in]`):
-  query_proj/key_proj/value_proj [D, H, n] <- {q,k,v}_proj.weight.T viewed [D, H, n]
-  {query,key,value}_conv.t [H, n]          <- {q,k,v}_conv1d.weight[:, 0, t] viewed [H, n]
-                                               (t = 0 multiplies the oldest window row)
-  decay_down [D, R], decay_up [R, H, K]    <- f_a_proj.weight.T, f_b_proj.weight.T viewed
-  decay_log_scale [H]                      <- A_log
-  beta_proj [D, H], gate_weight [D, H, V]  <- b_proj.weight.T, g_proj.weight.T viewed
-  out_norm_scale [V], output_proj [H, V, D] <- o_norm.weight, o_proj.weight.T viewed
-The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
+The parameter mappings (hub weights -> graph names), the state packing, the window capture and
+the route staging live in `difftest/components/decoder.py` (the `decoder_step` component of
+`difftest run`) and are imported here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
 layer. The graph's window rows are the raw layer inputs of the last three tokens; pybridge
 caches their projections, so the new rows are checked through the projections too.
 
@@ -28,14 +22,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from difftest.components.decoder import PAST, kda_layer_params, run_decoder_step
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 from pybridge.kda import KimiDeltaAttention
-from pybridge.mla import GatedMLA
-from pybridge.model import KimiK3ForCausalLM
-from pybridge.moe import LatentMoE, select_top_k
+from pybridge.moe import select_top_k
 
 torch.set_num_threads(1)
 F64 = torch.float64
@@ -103,28 +96,6 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> None:
     assert err <= RTOL * scale, f"max error {err:.3e} vs bound {RTOL * scale:.3e}"
 
 
-def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
-    """Graph parameters of `kda_layer_step_tiny` from a pybridge KDA layer (mapping above)."""
-    H, K, V = layer.H, layer.K, layer.V
-    D = layer.q_proj.in_features
-    out = {
-        "query_proj": layer.q_proj.weight.T.reshape(D, H, K),
-        "key_proj": layer.k_proj.weight.T.reshape(D, H, K),
-        "value_proj": layer.v_proj.weight.T.reshape(D, H, V),
-        "decay_down": layer.f_a_proj.weight.T,
-        "decay_up": layer.f_b_proj.weight.T.reshape(-1, H, K),
-        "decay_log_scale": layer.A_log,
-        "beta_proj": layer.b_proj.weight.T,
-        "gate_weight": layer.g_proj.weight.T.reshape(D, H, V),
-        "out_norm_scale": layer.o_norm.weight,
-        "output_proj": layer.o_proj.weight.T.reshape(H, V, D),
-    }
-    for name, conv, n in (("query", layer.q_conv1d, K), ("key", layer.k_conv1d, K), ("value", layer.v_conv1d, V)):
-        for t in range(conv.weight.shape[-1]):
-            out[f"{name}_conv.{t}"] = conv.weight[:, 0, t].reshape(H, n)
-    return out
-
-
 @pytest.fixture(scope="module")
 def tiny_kda() -> KimiDeltaAttention:
     layer = random_model(load_config(TINY), seed=11, dtype=F64).model.layers[0].self_attn
@@ -159,160 +130,6 @@ def test_kda_layer_graph_equals_pybridge_layer(tiny_kda: KimiDeltaAttention, see
 
 
 # ---------------------------------------------------------------- decoder token step
-
-PAST = 3  # tokens before the step (the export's MLA cache length)
-
-
-def _mla_params(m: GatedMLA) -> dict[str, torch.Tensor]:
-    """Spec parameters of the MLA step graph from pybridge's hub-layout weights (as in
-    tests/test_graph_sequence.py)."""
-    H, C, R, V, L = m.H, m.nope, m.rope, m.vdim, m.kv_rank
-    q_b = m.q_b_proj.weight.view(H, C + R, -1)
-    kv_b = m.kv_b_proj.weight.view(H, C + V, L)
-    kv_a = m.kv_a_proj_with_mqa.weight
-    return {
-        "query_down": m.q_a_proj.weight.T,
-        "query_norm_scale": m.q_a_layernorm.weight,
-        "kv_down": kv_a[:L].T,
-        "kv_norm_scale": m.kv_a_layernorm.weight,
-        "shared_key_down": kv_a[L:].T,
-        "query_content_up": q_b[:, :C].transpose(1, 2),
-        "query_shared_up": q_b[:, C:].transpose(1, 2),
-        "key_up": kv_b[:, :C].transpose(1, 2),
-        "value_up": kv_b[:, C:].transpose(1, 2),
-        "gate_weight": m.g_proj.weight.T.reshape(-1, H, V),
-        "output_weight": m.o_proj.weight.T.reshape(H, V, -1),
-    }
-
-
-def _moe_params(moe: LatentMoE, route: list[int], shared: int) -> dict[str, torch.Tensor]:
-    """`MoEModel.model` parameters for a route. The hub's merged shared MLP (hidden
-    `shared * h`) is split into `shared` experts of hidden `h` (SiTU acts per hidden unit, so
-    the sum of the parts is the merged MLP); slot i holds router column and weights of expert
-    `route[i]`. Repeated names are keyed `name[k]` (pybridge.graph.load.binding_keys)."""
-    sm = moe.shared_experts
-    h = sm.gate_proj.weight.shape[0] // shared
-    out = {}
-    for j in range(shared):
-        rows = slice(j * h, (j + 1) * h)
-        out[f"shared.gate[{j}]"] = sm.gate_proj.weight[rows].T
-        out[f"shared.up[{j}]"] = sm.up_proj.weight[rows].T
-        out[f"shared.down[{j}]"] = sm.down_proj.weight[:, rows].T
-    out["downProject"] = moe.routed_expert_down_proj.weight.T
-    for i, e in enumerate(route):
-        out[f"slot.router[{i}]"] = moe.gate.weight[e]
-        out[f"slot.gate[{i}]"] = moe.experts[e].w1.weight.T
-        out[f"slot.up[{i}]"] = moe.experts[e].w3.weight.T
-        out[f"slot.down[{i}]"] = moe.experts[e].w2.weight.T
-    out["routedNormScale"] = moe.routed_expert_norm.weight
-    out["upProject"] = moe.routed_expert_up_proj.weight.T
-    return out
-
-
-def decoder_params(model: KimiK3ForCausalLM, routes: dict[int, list[int]]) -> dict[str, torch.Tensor]:
-    """Graph parameters of `decoder_step_tiny` (names `layers.{l}.…`, `l` 1-based) from a
-    pybridge model and the staged route of every MoE layer. AttnRes queries are the hub's
-    `res_norm.weight ⊙ res_proj.weight[0]` with unit RMSNorm gain (`norm_gain` = 1)."""
-    cfg = model.config
-    D = cfg.hidden_size
-    ones = torch.ones(D, dtype=F64)
-    out: dict[str, torch.Tensor] = {}
-    for i, lay in enumerate(model.model.layers):
-        p = f"layers.{i + 1}."
-        out[p + "seq_res.query"] = lay.self_attention_res_norm.weight * lay.self_attention_res_proj.weight[0]
-        out[p + "seq_res.norm_gain"] = ones
-        out[p + "seq_norm.scale"] = lay.input_layernorm.weight
-        out[p + "chan_res.query"] = lay.mlp_res_norm.weight * lay.mlp_res_proj.weight[0]
-        out[p + "chan_res.norm_gain"] = ones
-        out[p + "chan_norm.scale"] = lay.post_attention_layernorm.weight
-        mixer = _mla_params(lay.self_attn) if lay.is_mla else kda_layer_params(lay.self_attn)
-        out.update({p + ("mla." if lay.is_mla else "kda.") + k: v for k, v in mixer.items()})
-        if hasattr(lay, "block_sparse_moe"):
-            moe = lay.block_sparse_moe
-            out.update({p + "moe." + k: v for k, v in _moe_params(moe, routes[i], cfg.num_shared_experts).items()})
-            out[p + "router.weight"] = moe.gate.weight.T
-            out[p + "router.bias"] = moe.gate.e_score_correction_bias
-        else:
-            out[p + "mlp.gateWeight"] = lay.mlp.gate_proj.weight.T
-            out[p + "mlp.upWeight"] = lay.mlp.up_proj.weight.T
-            out[p + "mlp.downWeight"] = lay.mlp.down_proj.weight.T
-    m = model.model
-    out["final_res.query"] = m.output_attn_res_norm.weight * m.output_attn_res_proj.weight[0]
-    out["final_res.norm_gain"] = ones
-    out["final_norm.scale"] = m.norm.weight
-    out["lm_head.weight"] = model.lm_head.weight.T
-    return out
-
-
-class Recorder:
-    """Forward hooks: every KDA/MLA layer's input rows and every MoE gate's input rows and
-    chosen experts, per call."""
-
-    def __init__(self, model: KimiK3ForCausalLM) -> None:
-        self.seq_in: dict[int, list[torch.Tensor]] = {}
-        self.gate_in: dict[int, torch.Tensor] = {}
-        self.route: dict[int, list[int]] = {}
-        self.handles = []
-        for i, lay in enumerate(model.model.layers):
-            self.handles.append(lay.self_attn.register_forward_hook(self._seq(i)))
-            if hasattr(lay, "block_sparse_moe"):
-                self.handles.append(lay.block_sparse_moe.gate.register_forward_hook(self._gate(i)))
-
-    def _seq(self, i: int):
-        def hook(module, args, output) -> None:
-            self.seq_in.setdefault(i, []).extend(args[0][0])  # [T, D] rows of batch 0
-
-        return hook
-
-    def _gate(self, i: int):
-        def hook(module, args, output) -> None:
-            self.gate_in[i] = args[0][-1]  # the last token's row
-            self.route[i] = output[0][-1].tolist()
-
-        return hook
-
-    def close(self) -> None:
-        for h in self.handles:
-            h.remove()
-
-
-def run_decoder_step(seed: int = 3, routes: dict[int, list[int]] | None = None) -> dict:
-    """A seeded tiny model (KDA `dt_bias` = 0), `PAST` prefix tokens, then one cached step;
-    the graph evaluated on the model's weights, the prefix states and the routes staged from
-    the model's own routing of the step token (or `routes` when given)."""
-    cfg = load_config(TINY)
-    model = random_model(cfg, seed=seed, dtype=F64)
-    with torch.no_grad():
-        for lay in model.model.layers:
-            if not lay.is_mla:
-                lay.self_attn.dt_bias.zero_()
-    ids = torch.tensor([[5, 17, 42, 99]])
-    rec = Recorder(model)
-    with torch.no_grad():
-        _, cache = model(ids[:, :PAST])
-        prefix_rows = {i: list(rows) for i, rows in rec.seq_in.items()}
-        logits_btv, cache_next = model(ids[:, PAST:], cache)
-    rec.close()
-    inputs = {
-        "embedding": model.model.embed_tokens.weight[ids[0, PAST]],
-        "gate_cap": torch.tensor(cfg.situ_gate_cap, dtype=F64),
-        "up_cap": torch.tensor(cfg.situ_up_cap, dtype=F64),
-        "score_scale": torch.tensor(cfg.mla_score_scale, dtype=F64),
-    }
-    for i, (lay, st) in enumerate(zip(model.model.layers, cache.layers)):
-        p = f"layers.{i + 1}."
-        if lay.is_mla:
-            inputs[p + "latent_cache"] = st.latent[0]
-            inputs[p + "shared_key_cache"] = st.shared_key[0]
-        else:
-            for r in range(3):  # the last three layer inputs, oldest first
-                inputs[p + f"window.{r}"] = prefix_rows[i][PAST - 3 + r]
-            inputs[p + "heads"] = st.recurrent[0]
-    cg = compile_graph(load_graph(GRAPHS / "decoder_step_tiny.json"))
-    with torch.no_grad():
-        got = cg(decoder_params(model, rec.route if routes is None else routes), inputs)
-    return {"model": model, "got": got, "logits": logits_btv[0, -1], "cache": cache_next, "rec": rec}
-
 
 @pytest.fixture(scope="module")
 def decoder_run() -> dict:

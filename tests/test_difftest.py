@@ -155,3 +155,15 @@ def test_cli_run_without_lean_writes_report(tmp_path) -> None:
 def test_cli_list_names_every_component() -> None:
     r = CliRunner().invoke(main, ["list"])
     assert r.exit_code == 0 and all(name in r.output for name in COMPONENTS)
+
+
+def test_decoder_step_has_no_lean_path_even_with_lean_all() -> None:
+    """`decoder_step` has no Lean template: `--lean-all` leaves it to the graph (no Lean process)."""
+    result = runner.run(["decoder_step"], cases=1, seed=0, dtypes=["float64"], use_lean=True, lean_all=True, shrink=False)
+    assert result.passed and result.lean_record["ran"] == 0 and result.lean_record["cached"] == 0
+    compared = {(c.impl, c.ref) for c in result.results[0].comparisons}
+    assert compared == {("torch", "graph")}
+    routes = [c for c in result.results[0].comparisons if c.output.endswith(".route")]
+    assert len(routes) == 4 and all(c.tol == 0.0 for c in routes)  # MoE layers 2-5, exact
+    r = CliRunner().invoke(main, ["list"])
+    assert "decoder_step" in r.output and "Lean: none" in r.output

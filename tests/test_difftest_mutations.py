@@ -1,4 +1,4 @@
-"""Six known bugs injected into the torch model (by monkeypatching pybridge, never by editing
+"""Seven known bugs injected into the torch model (by monkeypatching pybridge, never by editing
 it) are each flagged by difftest against an independent reference: the exported graph (compiled
 from the Lean export) or, for AttnRes, the plain NumPy reference. `test_difftest_lean.py` runs
 the same checks against the Lean reference itself.
@@ -10,6 +10,7 @@ import torch
 
 from difftest import runner
 from pybridge import attnres, kda, layers, mla, moe
+from pybridge import model as k3model
 from pybridge.layers import rms_norm
 
 CASES = 2
@@ -26,7 +27,7 @@ def flagged(component: str, use_lean: bool = False) -> list:
 
 
 def test_unmutated_components_pass() -> None:
-    assert runner.run(["expert", "latent_moe", "kda_recurrence", "kda_layer", "mla", "attnres"], cases=CASES,
+    assert runner.run(["expert", "latent_moe", "kda_recurrence", "kda_layer", "mla", "attnres", "decoder_step"], cases=CASES,
                       seed=0, dtypes=["float64"], use_lean=False, shrink=False).passed
 
 
@@ -113,16 +114,28 @@ def test_mla_forward_copy_is_faithful(monkeypatch) -> None:
     assert runner.run(["mla"], cases=CASES, seed=0, dtypes=["float64"], use_lean=False, shrink=False).passed
 
 
-def test_attnres_mixing_normalized_values_is_flagged(monkeypatch) -> None:
-    def retrieve_normalized(sources, query_d, eps):
-        v = torch.stack(sources, dim=0)
-        normed = rms_norm(v, eps)
-        weights = torch.softmax((normed * query_d).sum(-1), dim=0)
-        return (weights[..., None] * normed).sum(0)  # mixes RMSNorm(v_i), not v_i
+def retrieve_normalized(sources, query_d, eps):
+    """attnres.retrieve mixing the normalized sources (a known bug)."""
+    v = torch.stack(sources, dim=0)
+    normed = rms_norm(v, eps)
+    weights = torch.softmax((normed * query_d).sum(-1), dim=0)
+    return (weights[..., None] * normed).sum(0)  # mixes RMSNorm(v_i), not v_i
 
+
+def test_attnres_mixing_normalized_values_is_flagged(monkeypatch) -> None:
     monkeypatch.setattr(attnres, "retrieve", retrieve_normalized)
     failures = flagged("attnres")
     assert {c.ref for c in failures} <= {"lean", "numpy", "graph"}
+
+
+def test_decoder_step_flags_attnres_mixing_normalized_values(monkeypatch) -> None:
+    """The same bug inside the whole model (pybridge.model imports `retrieve` by name): the
+    decoder step's logits and states leave the float64 graph of the Lean export."""
+    monkeypatch.setattr(attnres, "retrieve", retrieve_normalized)
+    monkeypatch.setattr(k3model, "retrieve", retrieve_normalized)
+    failures = flagged("decoder_step")
+    assert {(c.impl, c.ref) for c in failures} == {("torch", "graph")}
+    assert max(c.err for c in failures if c.output == "logits") > 1e-3
 
 
 def test_transposed_in_out_weight_is_flagged(monkeypatch) -> None:
@@ -131,3 +144,19 @@ def test_transposed_in_out_weight_is_flagged(monkeypatch) -> None:
     monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(transpose_o=True))
     failures = flagged("mla")
     assert max(c.err for c in failures) > 1e-2
+
+
+def test_decoder_step_flags_a_route_that_is_not_the_graph_top_k(monkeypatch) -> None:
+    """A gate that picks the lowest-scoring experts: the graph is staged with that route, and its
+    own top-k differs; the run reports the route mismatch (exact outputs) instead of crashing."""
+
+    def gate_bottom_k(self, x_nd):
+        scores_ne = torch.sigmoid(x_nd @ self.weight.T)
+        idx_nk = moe.select_top_k(-(scores_ne + self.e_score_correction_bias), self.top_k)
+        raw_nk = scores_ne.gather(1, idx_nk)
+        return idx_nk, self.scaling * raw_nk / raw_nk.sum(-1, keepdim=True)
+
+    monkeypatch.setattr(moe.MoEGate, "forward", gate_bottom_k)
+    failures = flagged("decoder_step")
+    routes = [c for c in failures if c.output.endswith(".route")]
+    assert routes and all(c.tol == 0.0 and "exact output differs" in c.note for c in routes)

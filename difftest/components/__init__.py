@@ -5,7 +5,8 @@ names its Lean template (`difftest/templates/<name>.lean.j2`), its Lean modules,
 its pybridge module and, when an export exists, its graph file and parameter mapping.
 
 `lean_default` marks the components the default run evaluates in Lean (those the offline
-interpreter evaluates in seconds; `--lean-all` evaluates every one).
+interpreter evaluates in seconds; `--lean-all` evaluates every one that has a Lean template;
+`decoder_step`, the whole decoder token step, has none: its graph is the reference).
 
 Hooks for the lead: `model` (the whole language model, `LanguageModel.step/run` on branch
 `model`) is not registered yet; the KDA layer and AttnRes components take their graphs
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from difftest.components.base import Component, ErrorModel
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
+from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 
@@ -23,7 +25,7 @@ COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
-        AttnResComponent(),
+        AttnResComponent(), DecoderStepComponent(),
     )
 }
 
