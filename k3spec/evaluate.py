@@ -43,11 +43,11 @@ def run_source(
     """Elaborate `source` as `NAME.lean` in a fresh folder under /tmp and return its messages.
 
     `lean_path` lists folders of `.olean`s it may import. Raises `EvaluationError` on any error.
-    The offline `lean.js` sometimes exits before the last of a large output reaches its pipe (seen
-    with a 220 kB message in about one run in three); a cut-off message is detected (it is not
-    valid JSON) and the file is run again, up to `attempts` runs in all. A message cut off every
-    time (the offline Lean also truncates one message at about 2 MB) is an `EvaluationError`:
-    write large results to a file instead.
+    `leanrun` sends Lean's stdout to a file, because through a pipe the offline `lean.js` cut
+    messages off at 64 KiB. Should a message still arrive cut off (it is not valid JSON), the file
+    is run again, up to `attempts` runs in all; a message cut off every time (the offline Lean
+    also truncates one message at about 2 MB) is an `EvaluationError`: write large results to a
+    file instead.
     """
     for attempt in range(1, attempts + 1):
         with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:

@@ -139,6 +139,26 @@ def run(
 
 
 def _run_process(argv: list[str], cwd: Path, env: dict[str, str], offline: bool, echo: bool) -> LeanResult:
+    """Run one Lean process. Unless its output is echoed live, stdout goes to a file: node's
+    writes to a pipe are asynchronous, and `lean.js` exits before a long line has drained, so a
+    message longer than the pipe buffer (64 KiB) arrived cut off; writes to a file are not."""
+    if echo:
+        return _run_piped(argv, cwd, env, offline)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stdout_file:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout_file, stderr=subprocess.PIPE, text=True, errors="replace")
+        err: list[str] = []
+        reader = threading.Thread(target=_pump, args=(proc.stderr, err.append, offline))
+        reader.start()
+        reader.join()
+        rc = proc.wait()
+        stdout_file.seek(0)
+        out: list[str] = []
+        _pump(stdout_file, out.append, offline)
+    return LeanResult(rc, "\n".join(out), "\n".join(err))
+
+
+def _run_piped(argv: list[str], cwd: Path, env: dict[str, str], offline: bool) -> LeanResult:
+    """Run one Lean process and stream its filtered output to ours as it comes."""
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
     )
@@ -148,8 +168,7 @@ def _run_process(argv: list[str], cwd: Path, env: dict[str, str], offline: bool,
     def sink(store: list[str], target: IO[str]) -> Callable[[str], None]:
         def put(line: str) -> None:
             store.append(line)
-            if echo:
-                print(line, file=target, flush=True)
+            print(line, file=target, flush=True)
 
         return put
 

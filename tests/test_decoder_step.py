@@ -48,26 +48,13 @@ EXPORTS = ("kda_layer_step_tiny", "decoder_step_tiny")
 RTOL = 1e-12
 
 
-#: Lean runs tried: on a loaded machine the offline lean.js has cut off the 220 kB output line
-#: (JSONDecodeError inside k3spec.evaluate); `export.eval` ends with some work after the last
-#: print, and a cut-off run is retried.
-ATTEMPTS = 3
-
-
 @lru_cache(maxsize=1)
 def lean_exports() -> dict[str, dict]:
-    """One Lean run of `export.eval` as a bundle (retried once if its output is cut off); the
-    printed documents by name."""
+    """One Lean run of `export.eval` as a bundle; the printed documents by name."""
     from codegen.bundle import bundle, dependency_order, run_lean
 
     source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + EXPORT.read_text(encoding="utf-8")
-    for attempt in range(ATTEMPTS):
-        try:
-            messages = run_lean(source, "GraphExports")
-            break
-        except json.JSONDecodeError:
-            if attempt + 1 == ATTEMPTS:
-                raise
+    messages = run_lean(source, "GraphExports")
     docs = {}
     for message in messages:
         if message.severity == "information" and message.text.lstrip().startswith("{"):
