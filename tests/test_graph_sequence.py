@@ -10,6 +10,7 @@ import pytest
 import torch
 from graph_helpers import GRAPHS
 
+from difftest.components.decoder import mla_params
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
@@ -64,27 +65,6 @@ def test_kda_head_step_graph_equals_recurrence() -> None:
     _close(got["output"], out_bthv[0, 0, 0])
 
 
-def _mla_params(m: GatedMLA) -> dict[str, torch.Tensor]:
-    """Spec parameters of the MLA graph from pybridge's hub-layout weights."""
-    H, C, R, V, L = m.H, m.nope, m.rope, m.vdim, m.kv_rank
-    q_b = m.q_b_proj.weight.view(H, C + R, -1)
-    kv_b = m.kv_b_proj.weight.view(H, C + V, L)
-    kv_a = m.kv_a_proj_with_mqa.weight
-    return {
-        "query_down": m.q_a_proj.weight.T,
-        "query_norm_scale": m.q_a_layernorm.weight,
-        "kv_down": kv_a[:L].T,
-        "kv_norm_scale": m.kv_a_layernorm.weight,
-        "shared_key_down": kv_a[L:].T,
-        "query_content_up": q_b[:, :C].transpose(1, 2),
-        "query_shared_up": q_b[:, C:].transpose(1, 2),
-        "key_up": kv_b[:, :C].transpose(1, 2),
-        "value_up": kv_b[:, C:].transpose(1, 2),
-        "gate_weight": m.g_proj.weight.T.reshape(-1, H, V),
-        "output_weight": m.o_proj.weight.T.reshape(H, V, -1),
-    }
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mla_packed_step_graph_equals_gated_mla_decode(seed: int) -> None:
     cfg = load_config(TINY)
@@ -98,7 +78,7 @@ def test_mla_packed_step_graph_equals_gated_mla_decode(seed: int) -> None:
     x_d = torch.randn(cfg.hidden_size, dtype=F64)
     with torch.no_grad():
         y_btd, cache = mla(x_d[None, None], MLACache(latent_pl[None], shared_pr[None]))
-        got = cg(_mla_params(mla), {
+        got = cg(mla_params(mla), {
             "latent_cache": latent_pl, "shared_key_cache": shared_pr, "x": x_d,
             "score_scale": torch.tensor(cfg.mla_score_scale, dtype=F64),
         })

@@ -84,7 +84,7 @@ def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
 
 
 def mla_params(m: GatedMLA) -> dict[str, torch.Tensor]:
-    """Spec parameters of the MLA step graph from pybridge's hub-layout weights (as in
+    """Spec parameters of the MLA step graph from pybridge's hub-layout weights (also used by
     tests/test_graph_sequence.py)."""
     H, C, R, V, L = m.H, m.nope, m.rope, m.vdim, m.kv_rank
     q_b = m.q_b_proj.weight.view(H, C + R, -1)
