@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from k3spec import audit, report
+from codegen import audit, report
 from k3spec.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
