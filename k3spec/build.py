@@ -83,11 +83,6 @@ def work_folder(root: Path) -> Path:
     return object_store().parent / "work" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
 
 
-#: Changes whenever the way a module is checked changes what its outputs contain (2: module names
-#: given with `--root`/the worker, as `lake` names them, instead of derived from the staging path).
-BUILD_FORMAT = "2"
-
-
 def module_keys(modules: dict[str, Module], tc: Toolchain) -> dict[str, str]:
     """Content hash of each module, covering the toolchain, options, source and dependencies."""
     keys: dict[str, str] = {}
@@ -96,7 +91,7 @@ def module_keys(modules: dict[str, Module], tc: Toolchain) -> dict[str, str]:
         if name not in keys:
             mod = modules[name]
             h = hashlib.sha256()
-            for part in (BUILD_FORMAT, tc.identity, " ".join(LEAN_OPTIONS), name, mod.text, *sorted(key(d) for d in mod.imports)):
+            for part in (tc.identity, " ".join(LEAN_OPTIONS), name, mod.text, *sorted(key(d) for d in mod.imports)):
                 h.update(part.encode())
                 h.update(b"\0")
             keys[name] = h.hexdigest()[:32]

@@ -123,6 +123,16 @@ def test_difftest_list_form_is_read(tmp_path: Path) -> None:
     assert (got["mla"].passed, got["mla"].failed_cases) == (False, 1)
 
 
+def test_every_page_links_the_trust_chain_and_the_site_holds_it(tmp_path: Path) -> None:
+    repo = fixture_repo(tmp_path / "repo")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "TRUST.md").write_text("# What is proved, what is trusted\n\n| rung | link |\n")
+    report.render_site(tmp_path / "site", report.load_index(FIXTURES / "equations_small.json"), small_audit(), repo, None)
+    for page in ("index.html", "declarations.html", "components/demo.html"):
+        assert 'href="' in (tmp_path / "site" / page).read_text() and "trust.html" in (tmp_path / "site" / page).read_text()
+    assert "| rung | link |" in text_of(tmp_path / "site" / "trust.html")
+
+
 def test_declarations_page_lists_every_declaration(tmp_path: Path) -> None:
     render_small(tmp_path)
     text = text_of(tmp_path / "site" / "declarations.html")
