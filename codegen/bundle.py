@@ -1,20 +1,38 @@
-"""Concatenate executable Lean modules into one standalone file and run it.
+"""Evaluation bundles: the library's executable modules as one standalone Lean file, and runs of
+such files.
 
-Module headers (`module`, imports, `@[expose] public section`) are dropped; everything else is
-kept verbatim, in dependency order.
+The offline Lean cannot run the code of imported modules (not through `#eval`, `meta import`,
+`import all` or the `.ir` files; see `lean/KimiK3/Core/README.md`), so every evaluation of
+library code elaborates one file holding the sources it needs. The sources are taken verbatim,
+in dependency order; only the module-system header lines (`module`, imports,
+`@[expose] public section`), which a single file cannot repeat, are left out.
 """
 
 from __future__ import annotations
 
+import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from k3spec import sources, toolchain
-from k3spec.evaluate import Message, run_source
-
-#: The modules whose definitions an export or check run needs, in dependency order.
-EXECUTABLE_MODULES = ("KimiK3.Core.Scalar", "KimiK3.Core.Kernel", "KimiK3.Core.Examples", "KimiK3.Core.Json")
+from k3spec import leanrun, sources, toolchain
+from k3spec.build import LEAN_OPTIONS
+from k3spec.toolchain import Toolchain
 
 HEADER_PREFIXES = ("module", "public import ", "import ", "@[expose] public section")
+
+
+class EvaluationError(RuntimeError):
+    """Lean rejected an evaluated file (its first errors are in the message)."""
+
+
+@dataclass
+class Message:
+    """One message of an evaluated file."""
+
+    line: int
+    severity: str
+    text: str
 
 
 def module_path(root: Path, module: str) -> Path:
@@ -34,6 +52,8 @@ def dependency_order(root: Path, targets: tuple[str, ...]) -> tuple[str, ...]:
     order: list[str] = []
 
     def visit(name: str) -> None:
+        if name not in modules:
+            raise EvaluationError(f"{name} is not a module of the library under {root / 'lean'}")
         if name not in order:
             for dep in modules[name].imports:
                 visit(dep)
@@ -44,15 +64,48 @@ def dependency_order(root: Path, targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(order)
 
 
-def bundle(root: Path, modules: tuple[str, ...] = EXECUTABLE_MODULES) -> str:
-    """The listed modules' sources as one standalone Lean file."""
+def bundle(root: Path, modules: tuple[str, ...]) -> str:
+    """The listed modules' sources (in the given order) as one standalone Lean file."""
     parts = [f"-- from {m}\n" + strip_header(module_path(root, m).read_text(encoding="utf-8")) for m in modules]
     return "\n".join(parts)
+
+
+def run_source(
+    tc: Toolchain, source: str, name: str = "Eval", lean_path: list[Path] = (), attempts: int = 3
+) -> list[Message]:
+    """Elaborate `source` as `NAME.lean` in a fresh folder under /tmp and return its messages.
+
+    `lean_path` lists folders of `.olean`s it may import. Raises `EvaluationError` on any error.
+    Lean's stdout goes to a file (`leanrun`), because through a pipe the offline `lean.js` cut
+    messages off at 64 KiB. Should a message still arrive cut off (it is not valid JSON), the file
+    is run again, up to `attempts` runs in all; a message cut off every time (the offline Lean
+    also truncates one message at about 2 MB) is an `EvaluationError`: write large results to a
+    file instead.
+    """
+    for attempt in range(1, attempts + 1):
+        with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
+            path = Path(tmp) / f"{name}.lean"
+            path.write_text(source, encoding="utf-8")
+            run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, path.name], cwd=Path(tmp), lean_path=list(lean_path))
+        try:
+            parsed = leanrun.parse_messages(run.stdout, strict=True)
+            break
+        except leanrun.CutOffOutput as err:
+            cut = f"{name}.lean: Lean's output was cut off ({err})"
+            if attempt == attempts:
+                raise EvaluationError(f"{cut} in all {attempts} runs; write large results to a file") from None
+            print(f"{cut}; running it again ({attempt + 1}/{attempts})", file=sys.stderr, flush=True)
+    messages = [Message(m.line, m.severity, m.text) for m in parsed if m.text.strip() or m.severity != "information"]
+    errors = [m for m in messages if m.severity == "error"]
+    if errors or run.returncode != 0:
+        detail = "\n".join(f"{name}.lean:{m.line}: {m.text}" for m in errors[:5]) or run.stderr.strip()
+        raise EvaluationError(detail)
+    return messages
 
 
 def run_lean(source: str, name: str = "Bundle") -> list[Message]:
     """Elaborate a standalone Lean file (no library imports) and return its messages.
 
-    Raises `k3spec.evaluate.EvaluationError` on any error.
+    Raises `EvaluationError` on any error.
     """
     return run_source(toolchain.find(), source, name)

@@ -1,40 +1,119 @@
-"""Export named Lean models to `k3spec.graph.v1` JSON and validate them against the schema."""
+"""`k3spec export`: every file of `fixtures/graphs/` from one manifest (`codegen/exports.toml`).
+
+Each manifest entry names a Lean term (a `Model Float`, or a library `String` definition holding
+the document) and the library modules it needs. The exporter bundles those modules
+(`codegen.bundle`), appends one `#eval` per entry that writes the entry's `k3spec.graph.v1`
+document to a file (a file, not a message: the offline Lean truncates long messages), runs
+Lean, validates every document against `fixtures/graph.schema.json` and the cross-references the
+schema cannot express, and writes it as `fixtures/graphs/<name>.json` (two-space indented JSON).
+Entries that need the same modules share one Lean run; runs go in parallel up to the Lean slots.
+
+`--check` exports into a temporary folder and compares byte by byte with the committed files,
+naming every file that differs, is missing, or is not in the manifest.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import tempfile
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 import jsonschema
 
-from .bundle import bundle, run_lean
+from .bundle import EvaluationError, bundle, dependency_order, run_lean
 
 TEMPLATES = Path(__file__).parent / "templates"
+MANIFEST = Path("codegen") / "exports.toml"
 SCHEMA_PATH = Path("fixtures") / "graph.schema.json"
+GRAPHS = Path("fixtures") / "graphs"
+
+
+class ExportError(RuntimeError):
+    """A bad manifest, a Lean failure, an invalid document, or (with `--check`) stale files."""
 
 
 @dataclass(frozen=True)
-class ModelSpec:
-    """A model to export: its file name and the Lean expression of a `Model Float`."""
+class Entry:
+    """One exported file: `fixtures/graphs/<name>.json` from the Lean term `expr`."""
 
     name: str
+    kind: str  # "model": a `Model Float`; "json": a `String` holding the document
     expr: str
+    modules: tuple[str, ...]
+    config: str
+    prelude: str | None = None
+
+    def lean_string(self) -> str:
+        """A Lean term of type `String`: the document."""
+        if self.kind == "model":
+            return f'(KimiK3.Model.toJson "{self.name}" ({self.expr} : KimiK3.Model Float))'
+        return f"({self.expr} : String)"
 
 
-#: Small example graphs (defined in `KimiK3.Core.Examples`).
-EXAMPLES = (
-    ModelSpec("linear_softmax", "KimiK3.Examples.linearSoftmax 4 3"),
-    ModelSpec("rms_mlp", "KimiK3.Examples.rmsMlp 1e-6 2 4"),
-    ModelSpec("layout_mix", "KimiK3.Examples.layoutMix"),
-)
+@dataclass
+class Manifest:
+    """The entries of `codegen/exports.toml`, in file order."""
+
+    entries: list[Entry] = field(default_factory=list)
+
+    def select(self, only: tuple[str, ...]) -> list[Entry]:
+        names = {e.name for e in self.entries}
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise ExportError(f"not in the manifest: {', '.join(unknown)} (entries: {', '.join(sorted(names))})")
+        return [e for e in self.entries if not only or e.name in only]
 
 
-def render(root: Path, models: tuple[ModelSpec, ...]) -> str:
-    """The generated Lean file: the executable modules, then one `#eval` per model."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True)
-    return env.get_template("export.lean.j2").render(bundle=bundle(root), models=models)
+def load_manifest(root: Path) -> Manifest:
+    """Read and check the manifest; every fault names the entry and field."""
+    path = root / MANIFEST
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ExportError(f"{path}: {err}") from err
+    manifest = Manifest()
+    seen: set[str] = set()
+    for i, raw in enumerate(doc.get("graph", [])):
+        where = f"{path}: graph entry {i + 1}"
+        name = raw.get("name")
+        if not isinstance(name, str) or not name.replace("_", "").isalnum():
+            raise ExportError(f"{where}: `name` must be a file stem of letters, digits and '_', got {name!r}")
+        where = f"{path}: graph {name!r}"
+        if name in seen:
+            raise ExportError(f"{where}: defined twice")
+        seen.add(name)
+        kinds = [k for k in ("model", "json") if k in raw]
+        if len(kinds) != 1:
+            raise ExportError(f"{where}: give exactly one of `model` (a Model Float) or `json` (a String)")
+        modules = raw.get("modules")
+        if not isinstance(modules, list) or not modules or not all(isinstance(m, str) for m in modules):
+            raise ExportError(f"{where}: `modules` must be a non-empty list of module names")
+        if not isinstance(raw.get("config"), str):
+            raise ExportError(f"{where}: `config` (the configuration whose dimensions it uses) is missing")
+        unknown = set(raw) - {"name", "model", "json", "modules", "config", "prelude"}
+        if unknown:
+            raise ExportError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        manifest.entries.append(Entry(name, kinds[0], raw[kinds[0]], tuple(modules), raw["config"], raw.get("prelude")))
+    if not manifest.entries:
+        raise ExportError(f"{path}: no [[graph]] entries")
+    return manifest
+
+
+def render(root: Path, entries: list[Entry], out_dir: Path) -> str:
+    """The generated Lean file of one run: the bundle, then one file-writing `#eval` per entry."""
+    targets = tuple(dict.fromkeys(m for e in entries for m in e.modules))
+    preludes = list(dict.fromkeys(e.prelude for e in entries if e.prelude))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    return env.get_template("export.lean.j2").render(
+        bundle=bundle(root, dependency_order(root, targets)),
+        preludes=[(p, (root / p).read_text(encoding="utf-8")) for p in preludes],
+        entries=[{"name": e.name, "term": e.lean_string(), "path": json.dumps(str(out_dir / f"{e.name}.json"))} for e in entries],
+    )
 
 
 def load_schema(root: Path) -> dict:
@@ -61,26 +140,74 @@ def validate(doc: dict, schema: dict) -> None:
             raise ValueError(f"output {out['name']} does not match the shape of id {out['id']}")
 
 
-def export(root: Path, models: tuple[ModelSpec, ...] = EXAMPLES) -> dict[str, dict]:
-    """Run the generated file and return each model's validated JSON document by name."""
-    messages = [m for m in run_lean(render(root, models), "Export") if m.severity == "information"]
-    if len(messages) != len(models):
-        raise RuntimeError(f"expected {len(models)} documents, Lean printed {len(messages)} messages")
+def text_of(doc: dict) -> str:
+    """The committed form of a document."""
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _run_group(root: Path, entries: list[Entry], schema: dict) -> dict[str, str]:
+    with tempfile.TemporaryDirectory(prefix="k3spec-export-", dir="/tmp") as tmp:
+        source = render(root, entries, Path(tmp))
+        try:
+            run_lean(source, "Export")
+        except EvaluationError as err:
+            names = ", ".join(e.name for e in entries)
+            raise ExportError(f"the Lean export of {names} failed:\n{err}") from err
+        texts = {}
+        for e in entries:
+            path = Path(tmp) / f"{e.name}.json"
+            if not path.is_file():
+                raise ExportError(f"{e.name}: Lean wrote no document")
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                validate(doc, schema)
+            except (json.JSONDecodeError, jsonschema.ValidationError, ValueError) as err:
+                raise ExportError(f"{e.name}: the exported document is invalid: {str(err).splitlines()[0]}") from err
+            if doc.get("name") != e.name:
+                raise ExportError(f"{e.name}: the document is named {doc.get('name')!r}, not {e.name!r}")
+            texts[e.name] = text_of(doc)
+    return texts
+
+
+def export(root: Path, only: tuple[str, ...] = (), progress=lambda s: None) -> dict[str, str]:
+    """Run the exports and return each file's text by name (validated)."""
+    entries = load_manifest(root).select(only)
     schema = load_schema(root)
-    docs = {}
-    for spec, msg in zip(models, messages):
-        doc = json.loads(msg.text)
-        validate(doc, schema)
-        docs[spec.name] = doc
-    return docs
+    groups: dict[tuple, list[Entry]] = {}
+    for e in entries:
+        groups.setdefault((e.modules, e.prelude), []).append(e)
+    progress(f"export: {len(entries)} graph(s) in {len(groups)} Lean run(s)")
+    texts: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for part in pool.map(lambda g: _run_group(root, g, schema), groups.values()):
+            texts.update(part)
+    return {e.name: texts[e.name] for e in entries}
 
 
-def write(docs: dict[str, dict], out_dir: Path) -> list[Path]:
-    """Write one `NAME.json` per document; return the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def write(root: Path, texts: dict[str, str]) -> list[Path]:
+    """Write `fixtures/graphs/<name>.json` for each document; return the paths."""
+    out = root / GRAPHS
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, doc in docs.items():
-        path = out_dir / f"{name}.json"
-        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    for name, text in texts.items():
+        path = out / f"{name}.json"
+        path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def stale(root: Path, texts: dict[str, str], only: tuple[str, ...] = ()) -> list[str]:
+    """One line per committed file that differs from `texts`, is missing, or (for a full check)
+    is a graph file the manifest does not produce."""
+    problems = []
+    for name, text in texts.items():
+        path = root / GRAPHS / f"{name}.json"
+        if not path.is_file():
+            problems.append(f"{path.relative_to(root)}: missing (run `k3spec export`)")
+        elif path.read_text(encoding="utf-8") != text:
+            problems.append(f"{path.relative_to(root)}: differs from a fresh export (run `k3spec export`)")
+    if not only:
+        for path in sorted((root / GRAPHS).glob("*.json")):
+            if path.stem not in texts:
+                problems.append(f"{path.relative_to(root)}: not produced by any entry of {MANIFEST}")
+    return problems

@@ -85,6 +85,37 @@ def build_cmd(root: Path, jobs: int, quiet: bool) -> None:
     sys.exit(0 if result.ok else 1)
 
 
+@main.command("export")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
+              help="Repository root.")
+@click.option("--check", "check_only", is_flag=True,
+              help="Export into a temporary folder and fail, naming each file, where fixtures/graphs/ differs.")
+@click.option("--only", multiple=True, metavar="NAME", help="Export only this manifest entry (repeatable).")
+def export_cmd(root: Path, check_only: bool, only: tuple[str, ...]) -> None:
+    """Regenerate every file of fixtures/graphs/ from the manifest codegen/exports.toml."""
+    import time
+
+    from codegen import export as export_mod
+
+    root = root.absolute()
+    start = time.monotonic()
+    try:
+        texts = export_mod.export(root, only, progress=lambda s: click.echo(s, err=True))
+    except (export_mod.ExportError, toolchain.ToolchainError, OSError) as err:
+        _fail(str(err))
+    if check_only:
+        problems = export_mod.stale(root, texts, only)
+        for line in problems:
+            click.echo(f"error: {line}", err=True)
+        if problems:
+            sys.exit(1)
+        click.echo(f"export check ok: {len(texts)} graph(s) match fixtures/graphs/ ({time.monotonic() - start:.1f} s)")
+        return
+    for path in export_mod.write(root, texts):
+        click.echo(path.relative_to(root))
+    click.echo(f"exported {len(texts)} graph(s) in {time.monotonic() - start:.1f} s", err=True)
+
+
 @main.command("report")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
               help="Repository root.")
@@ -103,8 +134,8 @@ def report_cmd(root: Path, out: Path, index_path: Path | None, difftest: Path | 
     import json
     import time
 
-    from . import audit as audit_mod
-    from . import report as report_mod
+    from codegen import audit as audit_mod
+    from codegen import report as report_mod
 
     root = root.absolute()
     try:

@@ -100,3 +100,48 @@ def test_incomplete_store_object_is_rebuilt(library_build, tc) -> None:
     assert again.ok
     assert again.built == [name]
     assert olean.is_file()
+
+
+MINI = {
+    "lean/KimiK3.lean": "module\n\npublic import KimiK3.A\npublic import KimiK3.B\npublic import KimiK3.Warn\npublic import KimiK3.Wrong\npublic import KimiK3.AfterWrong\n",
+    "lean/KimiK3/A.lean": "module\n\n@[expose] public section\n\n/-- Twice `n`. -/\ndef twice (n : Nat) : Nat := n + n\n",
+    "lean/KimiK3/B.lean": (
+        "module\n\npublic import KimiK3.A\n\n@[expose] public section\n\n"
+        "/-- `twice` doubles. -/\ntheorem twice_eq (n : Nat) : twice n = 2 * n := by\n  unfold twice; omega\n"
+        "#eval twice 21\n"
+    ),
+    "lean/KimiK3/Warn.lean": (
+        "module\n\n@[expose] public section\n\n/-- Uses `simp` with an argument it does not need. -/\n"
+        "theorem t (n : Nat) (h : n = n) : n + 0 = n := by\n  simp [h]\n"
+    ),
+    "lean/KimiK3/Wrong.lean": "module\n\n@[expose] public section\n\n/-- A false claim. -/\ntheorem wrong : 2 + 2 = 5 := by\n  decide\n",
+    "lean/KimiK3/AfterWrong.lean": "module\n\npublic import KimiK3.Wrong\n\n@[expose] public section\n\n/-- Never checked. -/\ndef after : Nat := 1\n",
+}
+
+
+def _mini_build(root: Path, tc, monkeypatch, tmp_path: Path, workers: str) -> build.BuildResult:
+    monkeypatch.setenv("K3SPEC_BUILD_CACHE", str(tmp_path / f"store-{workers}" / "objects"))
+    monkeypatch.setenv("K3SPEC_BUILD_WORKERS", workers)
+    return build.build(root, tc, jobs=2, quiet=True)
+
+
+def test_worker_and_plain_processes_give_identical_verdicts_and_diagnostics(tc, monkeypatch, tmp_path) -> None:
+    """The long-lived workers (`k3spec.worker`) and one `lean` process per module agree on a
+    passing module, one with an `#eval`, one with a linter warning, a failing one, and the one
+    it blocks."""
+    root = tmp_path / "mini"
+    for rel, text in MINI.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    plain = _mini_build(root, tc, monkeypatch, tmp_path, "0")
+    worker = _mini_build(root, tc, monkeypatch, tmp_path, "2")
+
+    def verdict(r: build.BuildResult) -> tuple:
+        return (r.ok, sorted(r.built), sorted(r.failed), sorted(r.skipped), sorted(d.render() for d in r.diagnostics))
+
+    assert verdict(worker) == verdict(plain)
+    assert sorted(plain.failed) == ["KimiK3.Wrong"] and sorted(plain.skipped) == ["KimiK3", "KimiK3.AfterWrong"]
+    rendered = "\n".join(d.render() for d in plain.diagnostics)
+    assert "lean/KimiK3/Wrong.lean:7:2: error:" in rendered
+    assert "lean/KimiK3/Warn.lean:" in rendered and "warning" in rendered
+    assert "lean/KimiK3/B.lean:10:0: information: 42" in rendered

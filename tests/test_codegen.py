@@ -1,17 +1,20 @@
-"""Tests of the `codegen` package: bundling, schema validation, and the Lean export."""
+"""Tests of `codegen`: bundling, the export manifest, schema validation, and `k3spec export`."""
 
 from __future__ import annotations
 
 import copy
 import json
+import shutil
 import struct
 from pathlib import Path
 
 import jsonschema
 import pytest
+from click.testing import CliRunner
 
-from codegen.bundle import bundle, strip_header
-from codegen.export import EXAMPLES, export, load_schema, render, validate
+from codegen.bundle import EvaluationError, bundle, dependency_order, strip_header
+from codegen.export import ExportError, export, load_manifest, load_schema, render, stale, validate
+from k3spec.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = ROOT / "fixtures" / "graphs"
@@ -27,19 +30,62 @@ def test_strip_header_drops_module_lines() -> None:
     assert strip_header(src).split() == ["def", "x", ":=", "1"]
 
 
-def test_bundle_has_no_imports() -> None:
-    text = bundle(ROOT)
+def test_bundle_has_no_imports_and_keeps_dependency_order() -> None:
+    order = dependency_order(ROOT, ("KimiK3.Core.Json",))
+    assert order.index("KimiK3.Core.Scalar") < order.index("KimiK3.Core.Kernel") < order.index("KimiK3.Core.Json")
+    text = bundle(ROOT, order)
     assert "import " not in text
     assert "def Model.toJson" in text
 
 
-def test_render_lists_every_model() -> None:
-    text = render(ROOT, EXAMPLES)
-    for spec in EXAMPLES:
-        assert f'"{spec.name}"' in text
+def test_dependency_order_names_an_unknown_module() -> None:
+    with pytest.raises(EvaluationError, match="KimiK3.Nope is not a module"):
+        dependency_order(ROOT, ("KimiK3.Nope",))
 
 
-@pytest.mark.parametrize("path", [GRAPHS / f"{spec.name}.json" for spec in EXAMPLES], ids=lambda p: p.stem)
+def test_manifest_produces_exactly_the_committed_graph_files() -> None:
+    names = [e.name for e in load_manifest(ROOT).entries]
+    assert len(names) == len(set(names))
+    assert set(names) == {p.stem for p in GRAPHS.glob("*.json")}
+
+
+def _root_with_manifest(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "codegen").mkdir()
+    (tmp_path / "codegen" / "exports.toml").write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[graph]]\nname = "a b"\n', "`name` must be a file stem"),
+        ('[[graph]]\nname = "a"\nmodules = ["M"]\nconfig = "x"\n', "exactly one of `model`"),
+        ('[[graph]]\nname = "a"\nmodel = "m"\nconfig = "x"\n', "`modules` must be a non-empty list"),
+        ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\n', "`config`"),
+        ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\nconfig = "x"\nshape = 1\n', "unknown field"),
+        ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\nconfig = "x"\n' * 2, "defined twice"),
+        ("graph = 3\n[x\n", "exports.toml"),
+    ],
+)
+def test_manifest_faults_name_the_entry_and_field(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ExportError, match=message):
+        load_manifest(_root_with_manifest(tmp_path, text))
+
+
+def test_unknown_only_name_is_an_error() -> None:
+    with pytest.raises(ExportError, match="not in the manifest: nope"):
+        load_manifest(ROOT).select(("nope",))
+
+
+def test_render_writes_every_entry_to_a_file(tmp_path: Path) -> None:
+    entries = load_manifest(ROOT).select(("linear_softmax", "rms_mlp"))
+    text = render(ROOT, entries, tmp_path)
+    for e in entries:
+        assert f'#eval IO.FS.writeFile "{tmp_path / (e.name + ".json")}"' in text
+    assert 'KimiK3.Model.toJson "rms_mlp" (KimiK3.Examples.rmsMlp 1e-6 2 4 : KimiK3.Model Float)' in text
+
+
+@pytest.mark.parametrize("path", sorted(GRAPHS.glob("*.json")), ids=lambda p: p.stem)
 def test_committed_graphs_validate(path: Path) -> None:
     validate(json.loads(path.read_text()), load_schema(ROOT))
 
@@ -59,17 +105,58 @@ def test_schema_rejects_unknown_op() -> None:
         validate(doc, load_schema(ROOT))
 
 
+@pytest.fixture(scope="module")
+def fresh_export() -> dict[str, str]:
+    """One export of every manifest entry (several Lean runs)."""
+    return export(ROOT)
+
+
 @pytest.mark.lean
-def test_export_examples_validate_and_keep_sharing() -> None:
-    docs = export(ROOT)
-    assert set(docs) == {spec.name for spec in EXAMPLES}
-    lin = docs["linear_softmax"]
+@pytest.mark.slow
+def test_export_check_passes_on_the_committed_files(fresh_export: dict[str, str]) -> None:
+    assert stale(ROOT, fresh_export) == []
+
+
+@pytest.mark.lean
+@pytest.mark.slow
+def test_export_check_names_a_file_changed_by_one_byte(fresh_export: dict[str, str], tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "fixtures" / "graphs", tmp_path / "fixtures" / "graphs")
+    target = tmp_path / "fixtures" / "graphs" / "attnres_tiny.json"
+    data = bytearray(target.read_bytes())
+    data[-2] = ord(" ") if data[-2] != ord(" ") else ord("\t")
+    target.write_bytes(bytes(data))
+    (tmp_path / "fixtures" / "graphs" / "extra.json").write_text("{}\n")
+    assert stale(tmp_path, fresh_export) == [
+        "fixtures/graphs/attnres_tiny.json: differs from a fresh export (run `k3spec export`)",
+        "fixtures/graphs/extra.json: not produced by any entry of codegen/exports.toml",
+    ]
+
+
+@pytest.mark.lean
+@pytest.mark.slow
+def test_exported_examples_keep_their_sharing(fresh_export: dict[str, str]) -> None:
+    lin = json.loads(fresh_export["linear_softmax"])
     # `probs` uses h = x W through let1 (one vecMatMul); `hidden` repeats the term (a second one)
     assert [n["op"] for n in lin["nodes"]].count("vecMatMul") == 2
     assert [o["name"] for o in lin["outputs"]] == ["probs", "hidden"]
-    rms = docs["rms_mlp"]
+    rms = json.loads(fresh_export["rms_mlp"])
     (norm,) = [n for n in rms["nodes"] if n["op"] == "rmsNormLast"]
     assert float_of_bits(norm["attrs"]["eps"]["float64_bits"]) == 1e-6
-    mix = docs["layout_mix"]
+    mix = json.loads(fresh_export["layout_mix"])
     # the let1-bound transpose is emitted once per let1 (two outputs, two bindings)
     assert [n["op"] for n in mix["nodes"]] == ["concat0", "swapAxes01", "reshape", "concat0", "swapAxes01", "meanLast"]
+
+
+@pytest.mark.lean
+def test_export_check_cli_fails_on_a_changed_file(tmp_path: Path) -> None:
+    for name in ("lean", "codegen", "fixtures"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    target = tmp_path / "fixtures" / "graphs" / "linear_softmax.json"
+    target.write_text(target.read_text().replace('"linear_softmax"', '"linear_softmaX"', 1))
+    result = CliRunner().invoke(cli_main, ["export", "--root", str(tmp_path), "--check", "--only", "linear_softmax"])
+    assert result.exit_code == 1
+    assert "error: fixtures/graphs/linear_softmax.json: differs from a fresh export" in result.output
+    result = CliRunner().invoke(cli_main, ["export", "--root", str(tmp_path), "--only", "linear_softmax"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli_main, ["export", "--root", str(tmp_path), "--check", "--only", "linear_softmax"])
+    assert result.exit_code == 0, result.output

@@ -1,11 +1,12 @@
-"""`k3spec.evaluate.run_source` with a Lean whose output is cut off (no Lean needed: `leanrun.run`
+"""`codegen.bundle.run_source` with a Lean whose output is cut off (no Lean needed: `leanrun.run`
 is replaced by a stand-in that replays outputs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from k3spec import evaluate, leanrun
+from codegen import bundle
+from k3spec import leanrun
 from k3spec.toolchain import Toolchain
 
 GOOD = '{"severity":"information","pos":{"line":3,"column":0},"data":"42\\n"}'
@@ -28,7 +29,7 @@ TC = Toolchain(kind="native", identity="test", lean=None)
 
 def test_cut_off_output_is_run_again(monkeypatch, capsys):
     calls = _replay(monkeypatch, [CUT, GOOD])
-    (msg,) = evaluate.run_source(TC, "#eval 42", "Answer")
+    (msg,) = bundle.run_source(TC, "#eval 42", "Answer")
     assert (msg.line, msg.severity, msg.text) == (3, "information", "42\n")
     assert len(calls) == 2
     assert "Answer.lean: Lean's output was cut off" in capsys.readouterr().err
@@ -36,6 +37,6 @@ def test_cut_off_output_is_run_again(monkeypatch, capsys):
 
 def test_output_cut_off_every_time_is_a_clear_error(monkeypatch):
     calls = _replay(monkeypatch, [CUT, CUT, CUT])
-    with pytest.raises(evaluate.EvaluationError, match=r"Answer\.lean: Lean's output was cut off .* in all 3 runs"):
-        evaluate.run_source(TC, "#eval 42", "Answer")
+    with pytest.raises(bundle.EvaluationError, match=r"Answer\.lean: Lean's output was cut off .* in all 3 runs"):
+        bundle.run_source(TC, "#eval 42", "Answer")
     assert len(calls) == 3

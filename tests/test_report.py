@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from k3spec import audit, report
+from codegen import audit, report
 from k3spec.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,6 +121,16 @@ def test_difftest_list_form_is_read(tmp_path: Path) -> None:
     got = report.read_difftest(tmp_path)
     assert (got["kda"].passed, got["kda"].cases, got["kda"].worst_abs) == (True, 5, 1e-9)
     assert (got["mla"].passed, got["mla"].failed_cases) == (False, 1)
+
+
+def test_every_page_links_the_trust_chain_and_the_site_holds_it(tmp_path: Path) -> None:
+    repo = fixture_repo(tmp_path / "repo")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "TRUST.md").write_text("# What is proved, what is trusted\n\n| rung | link |\n")
+    report.render_site(tmp_path / "site", report.load_index(FIXTURES / "equations_small.json"), small_audit(), repo, None)
+    for page in ("index.html", "declarations.html", "components/demo.html"):
+        assert 'href="' in (tmp_path / "site" / page).read_text() and "trust.html" in (tmp_path / "site" / page).read_text()
+    assert "| rung | link |" in text_of(tmp_path / "site" / "trust.html")
 
 
 def test_declarations_page_lists_every_declaration(tmp_path: Path) -> None:

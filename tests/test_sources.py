@@ -64,3 +64,4 @@ def test_every_library_file_uses_the_module_system() -> None:
     for path in (REPO / "lean").rglob("*.lean"):
         first = path.read_text().lstrip().splitlines()[0]
         assert first == "module", f"{path.relative_to(REPO)} must start with `module`"
+

@@ -155,6 +155,40 @@ def test_lean_slots_limit_processes_machine_wide(tmp_path, monkeypatch):
     assert (tmp_path / "slots" / "slot-0.lock").exists()
 
 
+def test_lean_slot_goes_to_the_waiter_before_a_holder_asking_again(tmp_path, monkeypatch):
+    """A holder that lets go of the only slot and asks again at once queues behind the process
+    already waiting (the turnstile), instead of taking the slot back."""
+    import threading
+    import time
+
+    monkeypatch.setenv("K3SPEC_HOME", str(tmp_path))
+    monkeypatch.setenv("K3SPEC_LEAN_SLOTS", "1")
+    order: list[str] = []
+    held, waiting = threading.Event(), threading.Event()
+
+    def greedy() -> None:
+        with leanrun.lean_slot():
+            held.set()
+            waiting.wait()
+            time.sleep(0.5)  # the waiter is now polling at the turnstile
+        with leanrun.lean_slot():
+            order.append("greedy again")
+
+    def waiter() -> None:
+        held.wait()
+        waiting.set()
+        with leanrun.lean_slot():
+            order.append("waiter")
+            time.sleep(0.3)
+
+    threads = [threading.Thread(target=greedy), threading.Thread(target=waiter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert order == ["waiter", "greedy again"]
+
+
 def test_lean_slots_rejects_bad_count(monkeypatch):
     monkeypatch.setenv("K3SPEC_LEAN_SLOTS", "zero")
     with pytest.raises(ValueError, match="K3SPEC_LEAN_SLOTS"):

@@ -26,10 +26,11 @@ from pathlib import Path
 
 import jinja2
 
-from . import sources
-from .build import build, work_folder
-from .evaluate import EvaluationError, run_source
-from .toolchain import Toolchain
+from k3spec import sources
+from k3spec.build import build, work_folder
+from k3spec.toolchain import Toolchain
+
+from .bundle import EvaluationError, run_source
 
 STANDARD_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 TEMPLATES = Path(__file__).parent / "templates" / "report"

@@ -29,6 +29,8 @@ import jsonschema
 from .audit import STANDARD_AXIOMS, Audit, Declaration
 
 TEMPLATES = Path(__file__).parent / "templates" / "report"
+#: The one page stating what the whole chain proves and trusts; the site links to a copy of it.
+TRUST_PAGE = Path("docs") / "TRUST.md"
 COLUMNS = ("reference", "graph", "denotation", "export", "difftest")
 LEAN_COLUMNS = ("reference", "graph", "denotation")
 STATUSES = ("proved", "tested", "open", "failed", "n/a")
@@ -280,7 +282,7 @@ def render_site(
     difftest: dict[str, DifftestComponent] | None,
     source_url: str | None = None,
 ) -> Path:
-    """Write the site (index.html, one page per component, declarations.html, audit.json) into `out`."""
+    """Write the site (index.html, one page per component, declarations.html, trust.html, audit.json) into `out`."""
     start = time.monotonic()
     out = out.absolute()
     (out / "components").mkdir(parents=True, exist_ok=True)
@@ -313,6 +315,10 @@ def render_site(
     (out / "declarations.html").write_text(
         env.get_template("declarations.html.j2").render(modules=modules, link=lambda d: link(d, 0), **common),
         encoding="utf-8")
+    trust = repo / TRUST_PAGE
+    (out / "trust.html").write_text(env.get_template("trust.html.j2").render(
+        source=str(TRUST_PAGE), text=trust.read_text(encoding="utf-8") if trust.is_file() else f"{TRUST_PAGE} is missing",
+        **common), encoding="utf-8")
     (out / "audit.json").write_text(json.dumps(audit.to_json(), indent=1) + "\n", encoding="utf-8")
     (out / "status.json").write_text(json.dumps({
         "summary": summary,

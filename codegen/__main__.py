@@ -1,5 +1,0 @@
-"""Entry point for `python -m codegen`."""
-
-from .cli import main
-
-main()
