@@ -99,7 +99,6 @@ class LatentMoEComponent(Component):
         return dataclasses.replace(
             cfg, hidden_size=sizes["d"], routed_expert_hidden_size=sizes["l"], moe_intermediate_size=sizes["hs"],
             num_shared_experts=sizes["S"], num_experts=sizes["E"], num_experts_per_token=sizes["k"],
-            routed_scaling_factor=1.0,
         )
 
     def sample(self, rng, kind, sizes):
@@ -123,7 +122,8 @@ class LatentMoEComponent(Component):
             "shared_G": shared["G"], "shared_U": shared["U"], "shared_D": shared["D"],
             "down": gaussian(rng, (d, l), d**-0.5), "router": router, "bias": bias,
             "routed_G": routed["G"], "routed_U": routed["U"], "routed_D": routed["D"],
-            "norm_scale": rng.uniform(0.5, 1.5, l), "eps": np.array(cfg.rms_norm_eps),
+            "norm_scale": rng.uniform(0.5, 1.5, l), "eps": np.array(cfg.latent_moe_norm_eps),
+            "routed_scale": np.array(cfg.routed_scaling_factor),
             "up": gaussian(rng, (l, d), l**-0.5), "x": x,
             "gate_cap": np.array(cfg.situ_gate_cap), "up_cap": np.array(cfg.situ_up_cap),
         }
@@ -132,6 +132,7 @@ class LatentMoEComponent(Component):
         t, sz = case.tensors, case.sizes
         m = moe.LatentMoE(self.config(sz)).double()
         m.routed_expert_norm.eps = float(t["eps"])
+        m.gate.scaling = float(t["routed_scale"])
         copy_weight(m.shared_experts.gate_proj.weight, np.concatenate([g.T for g in t["shared_G"]], 0))
         copy_weight(m.shared_experts.up_proj.weight, np.concatenate([u.T for u in t["shared_U"]], 0))
         copy_weight(m.shared_experts.down_proj.weight, np.concatenate([dn.T for dn in t["shared_D"]], 1))

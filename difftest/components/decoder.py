@@ -9,8 +9,7 @@ layer's chosen experts are parameters (slot i holds expert `route[i]`), so a rou
 outside the graph is fed in and checked afterwards against the top-k of the graph's own scores.
 
 Mapping (graph `[in, out]` names <- pybridge hub `[out, in]` weights):
-* KDA layer (`layers.{l}.kda.`): see `kda_layer_params`; the Lean layer has no decay-logit bias,
-  so `dt_bias` is 0 in the torch model (`tiny_model`);
+* KDA layer (`layers.{l}.kda.`): see `kda_layer_params`;
 * MLA layer (`layers.{l}.mla.`): see `mla_params`;
 * MoE (`layers.{l}.moe.`, `router.*`): see `moe_params`; dense MLP `layers.1.mlp.*`;
 * AttnRes queries: the hub's `res_norm.weight ⊙ res_proj.weight[0]` with unit RMSNorm gain.
@@ -44,14 +43,8 @@ GRAPH_FILE = "decoder_step_tiny.json"
 
 
 def tiny_model(seed: int, dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
-    """The seeded tiny model (fixtures/tiny/config.json) with KDA `dt_bias` = 0 (the Lean KDA
-    layer has no decay-logit bias)."""
-    model = random_model(load_config(TINY_CONFIG), seed=seed, dtype=dtype)
-    with torch.no_grad():
-        for lay in model.model.layers:
-            if not lay.is_mla:
-                lay.self_attn.dt_bias.zero_()
-    return model
+    """The seeded tiny model (fixtures/tiny/config.json, random weights: nonzero `dt_bias`)."""
+    return random_model(load_config(TINY_CONFIG), seed=seed, dtype=dtype)
 
 
 def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
@@ -60,6 +53,7 @@ def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
       {query,key,value}_conv.t [H, n]          <- {q,k,v}_conv1d.weight[:, 0, t] viewed [H, n]
                                                    (t = 0 multiplies the oldest window row)
       decay_down [D, R], decay_up [R, H, K]    <- f_a_proj.weight.T, f_b_proj.weight.T viewed
+      decay_bias [H, K]                        <- dt_bias viewed [H, K] (head-major)
       decay_log_scale [H]                      <- A_log
       beta_proj [D, H], gate_weight [D, H, V]  <- b_proj.weight.T, g_proj.weight.T viewed
       out_norm_scale [V], output_proj [H, V, D] <- o_norm.weight, o_proj.weight.T viewed"""
@@ -71,6 +65,7 @@ def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
         "value_proj": layer.v_proj.weight.T.reshape(D, H, V),
         "decay_down": layer.f_a_proj.weight.T,
         "decay_up": layer.f_b_proj.weight.T.reshape(-1, H, K),
+        "decay_bias": layer.dt_bias.reshape(H, K),
         "decay_log_scale": layer.A_log,
         "beta_proj": layer.b_proj.weight.T,
         "gate_weight": layer.g_proj.weight.T.reshape(D, H, V),

@@ -38,7 +38,7 @@ class AttnResComponent(Component):
             "embedding": gaussian(rng, (D,), scale) if kind != "tie" else seq_out[0].copy(),
             "seq_out": seq_out, "chan_out": chan_out,
             "w_seq": gaussian(rng, (L, D), q), "w_chan": gaussian(rng, (L, D), q), "w_final": gaussian(rng, (D,), q),
-            "eps": np.array(cfg.rms_norm_eps),
+            "eps": np.array(cfg.attn_res_norm_eps),
         }
 
     def torch_outputs(self, case, dtype, device):

@@ -112,7 +112,7 @@ class KDALayerComponent(Component):
         cfg = load_config(TINY_CONFIG)
         return dataclasses.replace(cfg, hidden_size=sizes["D"], kda_num_heads=sizes["H"], kda_head_k_dim=sizes["K"],
                                    kda_head_v_dim=sizes["V"], kda_conv_size=sizes["W"], kda_decay_rank=sizes["R"],
-                                   kda_query_scale=1.0)
+                                   kda_query_scale=sizes["K"] ** -0.5)
 
     def shrink_sizes(self, sizes):
         return [{**sizes, "T": t} for t in (1, 2) if t < sizes["T"]]
@@ -126,16 +126,19 @@ class KDALayerComponent(Component):
             "conv_q": gaussian(rng, (W, H, K), W**-0.5), "conv_k": gaussian(rng, (W, H, K), W**-0.5),
             "conv_v": gaussian(rng, (W, H, V), W**-0.5),
             "decay_down": gaussian(rng, (D, R), D**-0.5), "decay_up": gaussian(rng, (R, H, K), R**-0.5),
+            "decay_bias": gaussian(rng, (H, K), 0.1),
             "log_scale": gaussian(rng, (H,), 0.5), "beta_proj": gaussian(rng, (D, H), D**-0.5),
             "gate": gaussian(rng, (D, H, V), D**-0.5), "out_norm": rng.uniform(0.5, 1.5, V),
             "out_proj": gaussian(rng, (H, V, D), (H * V) ** -0.5),
-            "eps": np.array(cfg.rms_norm_eps), "l2_eps": np.array(kda.L2_EPS),
+            "eps": np.array(cfg.kda_output_norm_eps), "l2_eps": np.array(cfg.kda_l2_norm_eps),
+            "query_scale": np.array(cfg.kda_query_scale),
             "log_floor": np.array(cfg.kda_gate_lower_bound),
             "xs": gaussian(rng, (T, D), scale_for_kind(kind)),
         }
 
     def module(self, case: Case) -> kda.KimiDeltaAttention:
-        """pybridge's layer with the case's weights (hub layouts; no dt_bias: see docs)."""
+        """pybridge's layer with the case's weights (hub layouts; `dt_bias` is the decay bias
+        `[H, K]` flattened head-major)."""
         t, s = case.tensors, case.sizes
         D, H, K, V, W, R = (s[k] for k in "DHKVWR")
         m = kda.KimiDeltaAttention(self.config(s)).double()
@@ -147,13 +150,15 @@ class KDALayerComponent(Component):
         copy_weight(m.v_conv1d.weight, t["conv_v"].reshape(W, H * V).T[:, None, :])
         copy_weight(m.f_a_proj.weight, t["decay_down"].T)
         copy_weight(m.f_b_proj.weight, t["decay_up"].reshape(R, H * K).T)
-        copy_weight(m.dt_bias, np.zeros(H * K))  # the Lean layer has no dt_bias
+        copy_weight(m.dt_bias, t["decay_bias"].reshape(H * K))
         copy_weight(m.A_log, t["log_scale"])
         copy_weight(m.b_proj.weight, t["beta_proj"].T)
         copy_weight(m.g_proj.weight, t["gate"].reshape(D, H * V).T)
         copy_weight(m.o_norm.weight, t["out_norm"])
         copy_weight(m.o_proj.weight, t["out_proj"].reshape(H * V, D).T)
         m.o_norm.eps = float(t["eps"])
+        m.l2_eps = float(t["l2_eps"])
+        m.scale = float(t["query_scale"])
         m.lower_bound = float(t["log_floor"])
         return m
 
@@ -222,7 +227,7 @@ class MLAComponent(Component):
             "qc_up": gaussian(rng, (H, Lq, C), Lq**-0.5), "qs_up": gaussian(rng, (H, Lq, R), Lq**-0.5),
             "key_up": gaussian(rng, (H, Lkv, C), Lkv**-0.5), "value_up": gaussian(rng, (H, Lkv, V), Lkv**-0.5),
             "gate": gaussian(rng, (D, H, V), D**-0.5), "out": gaussian(rng, (H, V, D), (H * V) ** -0.5),
-            "eps": np.array(cfg.rms_norm_eps), "score_scale": np.array(cfg.mla_score_scale),
+            "eps": np.array(cfg.mla_latent_norm_eps), "score_scale": np.array(cfg.mla_score_scale),
             "xs": gaussian(rng, (T, D), scale_for_kind(kind)),
         }
 
