@@ -1,7 +1,8 @@
 """Whole-step graphs (lean/KimiK3/Graph): the KDA layer step and the decoder token step.
 
 Both are exported from Lean terms (`KDA.layerProgram`, `Decoder.program`, built in
-`lean/KimiK3/Graph/Kernel.lean`; their denotation theorems are open, see `lean/KimiK3/Graph/README.md`)
+`lean/KimiK3/Graph/Kernel.lean`; `KDA.layerProgram_eval` proves the first, the decoder's theorem
+is open: `lean/KimiK3/Graph/README.md`)
 by `k3spec export` (`codegen/exports.toml`); here the committed files are compiled with
 `pybridge.graph` (float64) and compared with pybridge's own layers.
 

@@ -3,6 +3,7 @@ module
 public import KimiK3.Graph.Program
 public import KimiK3.Graph.Kernel
 public import KimiK3.Graph.Frag
+public import KimiK3.Graph.KDALayerGraphEval
 public import KimiK3.Graph.PackedModel
 public import KimiK3.Graph.Routes
 
