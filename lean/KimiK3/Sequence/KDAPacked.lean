@@ -72,9 +72,9 @@ theorem reshape_unrows {H V : Nat} (y : Tensor α [H, 1, V]) (h : Fin H) (c : Fi
   have hm : (h.val * V + c.val) % V = c.val := by
     rw [show h.val * V + c.val = c.val + h.val * V by omega, Nat.add_mul_mod_self_right,
       Nat.mod_eq_of_lt c.isLt]
+  -- `congr` closes the index goals with `hd` and `hm` (by assumption)
   simp [Tensor.reshape, Tensor.ofFlat, Tensor.toFlat, Shape.numel]
-  congr 1 <;> (try congr 1) <;> (try apply Fin.ext) <;>
-    simp [hd, hm, Nat.mod_eq_of_lt c.isLt, Nat.div_eq_of_lt c.isLt]
+  congr 1 <;> (try congr 1) <;> (try apply Fin.ext) <;> simp [Nat.mod_eq_of_lt c.isLt]
 
 namespace KDA
 
