@@ -1,7 +1,7 @@
 module
 
 public import KimiK3.Core.Kernel
-public import KimiK3.Channel.Lemmas
+public import KimiK3.Core.ScalarFacts
 
 /-!
 # Soft cap and SiTU (report §2.3.2, App. B, Eq. 19)
