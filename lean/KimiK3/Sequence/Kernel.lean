@@ -5,13 +5,10 @@ public import KimiK3.Core.Kernel
 /-!
 # Executable kernel of the sequence mixers (k3-spec §2.1–2.3)
 
-Every executable definition of `KimiK3.Sequence` lives in this one module, for the reason
-`Core/Kernel.lean` gives: on the offline toolchain a generic function (one with a type
-parameter) compiles to a private worker `f._redArg`, and a *different* module cannot compile a
-generic call to it ("Unknown constant `f._redArg`"). So this module calls no generic definition
-of another module; it carries its own copies of the few generic helpers it needs (`Seq.sum`,
-`Seq.memoFn`, …), each proved equal to the `Core` one in `KernelLemmas.lean`, so every theorem
-can use the `Core` lemmas. The theorems live in the other files of this folder (see
+Every executable definition of `KimiK3.Sequence` lives in this one module, which calls no generic
+definition of another module (why: `Core/README.md`, "Toolchain constraints"); it carries its own
+copies of the few generic helpers it needs (`Seq.sum`, `Seq.memoFn`, …), each proved equal to the
+`Core` one in `KernelLemmas.lean`. The theorems live in the other files of this folder (see
 `README.md`).
 
 Contents: list helpers; `Seq` vector operations (sum, memoization, products, softmax, RMSNorm,
@@ -472,9 +469,8 @@ end GatedMLA
 
 /-! ## Entry points for evaluating at `Float` from other modules
 
-A generic definition cannot be compiled from another module (see the module docstring), so
-tests and generated files call these: each is specialized at `Float` and takes every size it
-mentions explicitly. -/
+Other modules and generated files call these (why: `Core/README.md`, "Toolchain constraints"): each
+is specialized at `Float` and takes every size it mentions explicitly. -/
 
 namespace KDA
 
