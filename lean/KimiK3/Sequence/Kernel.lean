@@ -56,10 +56,15 @@ def buildArray {n : Nat} (f : Fin n → β) : (k : Nat) → k ≤ n → Array β
   | 0, _ => #[]
   | k + 1, h => (buildArray f k (by omega)).push (f ⟨k, h⟩)
 
+/-- Read `f i` from the array `a` (falling back to `f i` past its end). Not inlined, so that a
+caller's array argument is computed once, before the closure is built (`Core/README.md`,
+"Toolchain constraints", 3). -/
+@[noinline] def readArray {n : Nat} (a : Array β) (f : Fin n → β) : Fin n → β :=
+  fun i => if h : i.val < a.size then a[i.val] else f i
+
 /-- `f` with its values computed once and stored in an array. -/
 def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
-  let a := buildArray f n (Nat.le_refl n)
-  fun i => if h : i.val < a.size then a[i.val] else f i
+  readArray (buildArray f n (Nat.le_refl n)) f
 
 /-- A matrix with its rows and entries memoized. -/
 def memo2 {m n : Nat} (t : Fin m → Fin n → β) : Fin m → Fin n → β :=

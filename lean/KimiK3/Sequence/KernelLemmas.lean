@@ -70,7 +70,7 @@ theorem getElem_buildArray {n : Nat} (f : Fin n → β) (k : Nat) (h : k ≤ n) 
 
 @[simp] theorem memoFn_eq {n : Nat} (f : Fin n → β) : memoFn f = f := by
   funext i
-  simp only [memoFn]
+  simp only [memoFn, readArray]
   split
   · rename_i h
     exact getElem_buildArray f n _ i.val (by rw [size_buildArray] at h; exact h)
