@@ -33,7 +33,8 @@ theorem stepModel_specFwd_output (p : Params α d) (scoreScale : α) {T : Nat}
       (.cons latC (.cons shC (.cons x (.cons scoreScale .nil))))))) =
       (stepPacked p scoreScale latC shC x).2.2 := by
   funext f
-  simp [Model.specFwd, stepModel, paramsEnv, Env.head, Env.tail, stepPacked, attend, attendWith,
+  simp [Model.specFwd, stepModel, stepParams, stepInputs, Vars.all, Vars.from, Signature.shapes,
+    Shape.appendList, paramsEnv, Env.head, Env.tail, stepPacked, attend, attendWith,
     headOutputsWith, scores, gate, queryLatent, entry, Seq.softmax_eq_core, Seq.rmsNorm_eq_core,
     appendRow_eq_concat0, Tensor.sumLast, BinaryFn.apply, UnaryFn.apply, KDA.eval_batchedReadTerm',
     KDA.eval_expandMidTerm', PrimOp.eval_binary3, PrimOp.eval_binary2, Tensor.swapAxes01_eta,
@@ -51,11 +52,13 @@ theorem stepModel_specFwd (p : Params α d) (scoreScale : α) {T : Nat}
   rw [stepModel_specFwd_output]
   congr 1
   · funext i k
-    simp [Model.specFwd, stepModel, paramsEnv, Env.head, stepPacked, entry, Seq.rmsNorm_eq_core,
+    simp [Model.specFwd, stepModel, stepParams, stepInputs, Vars.all, Vars.from, Signature.shapes,
+      Shape.appendList, paramsEnv, Env.head, stepPacked, entry, Seq.rmsNorm_eq_core,
       appendRow_eq_concat0, Seq.vecMatMul_eq_core, Tensor.broadcast_eta]
   · congr 1
     funext i k
-    simp [Model.specFwd, stepModel, paramsEnv, Env.head, Env.tail, stepPacked, entry,
+    simp [Model.specFwd, stepModel, stepParams, stepInputs, Vars.all, Vars.from, Signature.shapes,
+      Shape.appendList, paramsEnv, Env.head, Env.tail, stepPacked, entry,
       appendRow_eq_concat0, Seq.vecMatMul_eq_core, Tensor.broadcast_eta]
 
 /-- **The MLA graph on the packed list cache computes the list step**: for a list cache of
