@@ -6,8 +6,8 @@ and each module's outputs are kept in a content-addressed object store. A module
 toolchain identity, the Lean options, its name and source, and its dependencies' keys, so a
 module is rebuilt exactly when it or something it imports changed, in any checkout.
 
-Any error, any declaration that uses `sorry`, and any `sorry`/`admit`/`axiom`/`native_decide`
-in the sources fails the build. Diagnostics are printed as `path:line:col: severity: message`.
+Any error, any warning (linters included, `warnings_fail`), any declaration that uses `sorry`,
+and any `sorry`/`admit`/`axiom`/`native_decide` in the sources fails the build. Diagnostics are printed as `path:line:col: severity: message`.
 """
 
 from __future__ import annotations
@@ -124,6 +124,20 @@ def _parse_diagnostics(result: leanrun.LeanResult, mod: Module) -> list[Diagnost
         detail = result.stderr.strip() or "no message"
         diags.append(Diagnostic(str(mod.path), 1, 0, "error", f"lean exited with code {result.returncode}: {detail}"))
     return diags
+
+
+def warnings_fail(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """`diagnostics` with every warning made an error: the library builds with zero warnings.
+
+    Applied to fresh and cached diagnostics alike, so a stored module with a warning (built before
+    this rule) still fails the build until its source is fixed.
+    """
+    return [
+        Diagnostic(d.path, d.line, d.column, "error", f"{d.message.rstrip()}\n(warnings fail the build)")
+        if d.severity == "warning"
+        else d
+        for d in diagnostics
+    ]
 
 
 def _olean_rel(name: str) -> Path:
@@ -376,6 +390,7 @@ def _build_locked(
     result.failed = sorted(failed)
     result.wall_s = time.monotonic() - t0
     result.peak_rss_mb = max(checkers.peak_rss_mb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    result.diagnostics = warnings_fail(result.diagnostics)
     result.ok = not failed and not result.skipped and not any(d.severity == "error" for d in result.diagnostics)
     return result
 
@@ -391,7 +406,7 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
         return result
     result.diagnostics.extend(_forbidden_diagnostics(modules))
     lake = shutil.which("lake") or str(Path(tc.lean).with_name("lake"))
-    proc = subprocess.run([lake, "build"], cwd=root, text=True, capture_output=True)
+    proc = subprocess.run([lake, "build", "--wfail"], cwd=root, text=True, capture_output=True)
     if not quiet:
         print(proc.stdout, end="", flush=True)
         print(proc.stderr, end="", file=sys.stderr, flush=True)

@@ -1,10 +1,10 @@
-"""AttnRes (lean/KimiK3/Depth): Float checks and the graph export, run in Lean.
+"""AttnRes (lean/KimiK3/Depth): Float results and the graph export, run in Lean.
 
-`lean/KimiK3/Depth/float_checks.eval` `#guard`s the hand-computed cases (equal scores give the
-average; scores ±ln 3 / 2 give weights 3/4, 1/4; block size 3 folds the partial block after
-three commits; 93 layers at B = 12 give 9 sources) and prints Float bits of two results, which
-are compared here with an independent computation in Python (`math`, `fractions`). The graph
-export `attnres_tiny` (3 sources, d = 24, eps 1e-5) is validated with `codegen.export`.
+`tests/lean/DepthChecks.lean` `#guard`s the hand-computed cases (equal scores give the average;
+scores ±ln 3 / 2 give weights 3/4, 1/4; block size 3 folds the partial block after three
+commits; 93 layers at B = 12 give 9 sources) and prints Float bits of two results, which are
+compared here with an independent computation in Python (`math`, `fractions`). The graph export
+`attnres_tiny` (3 sources, d = 24, eps 1e-5) is validated with `codegen.export`.
 
 `python tests/test_depth.py` rewrites `fixtures/graphs/attnres_tiny.json`.
 """
@@ -24,31 +24,38 @@ import torch
 
 from codegen.bundle import bundle, dependency_order, run_lean
 from codegen.export import load_schema, validate
+from lean_checks import CHECKS, run_check_file
 from pybridge.attnres import DepthState, retrieve
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKS = REPO / "lean" / "KimiK3" / "Depth" / "float_checks.eval"
 TARGETS = ("KimiK3.Core.Json", "KimiK3.Depth.Graph")
 EXPORT = "attnres_tiny"
 F64 = torch.float64
 
 
 @lru_cache(maxsize=1)
-def run() -> tuple[dict[str, list[float]], dict[str, dict]]:
-    """One Lean run of the checks (a failing `#guard` is an error): check values and exports."""
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + CHECKS.read_text(encoding="utf-8")
+def check_values() -> dict[str, list[float]]:
+    """The Float bits printed by `tests/lean/DepthChecks.lean` (whose `#guard`s pass), by name."""
     checks: dict[str, list[float]] = {}
-    docs: dict[str, dict] = {}
-    for message in run_lean(source, "DepthChecks"):
+    for message in run_check_file(CHECKS / "DepthChecks.lean"):
         if message.severity == "information" and message.text.lstrip().startswith("{"):
             doc = json.loads(message.text)
-            if "check" in doc:
-                checks[doc["check"]] = [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in doc["bits"]]
-            else:
-                docs[doc["name"]] = doc
-    return checks, docs
+            checks[doc["check"]] = [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in doc["bits"]]
+    return checks
+
+
+@lru_cache(maxsize=1)
+def export_docs() -> dict[str, dict]:
+    """One Lean run of the export; the exported documents."""
+    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n#eval IO.println KimiK3.AttnRes.jsonTiny\n"
+    docs: dict[str, dict] = {}
+    for message in run_lean(source, "DepthExports"):
+        if message.severity == "information" and message.text.lstrip().startswith("{"):
+            doc = json.loads(message.text)
+            docs[doc["name"]] = doc
+    return docs
 
 
 def attend_reference(values_nd: list[list[float]], query_d: list[float], eps: float) -> list[float]:
@@ -68,7 +75,7 @@ def test_hand_case_weights_three_to_one() -> None:
     # scores +-ln3/2 -> weights exactly 3/4, 1/4 over R: h = 3/4 [1, 1] + 1/4 [1, -1]
     expected = [Fraction(3, 4) * a + Fraction(1, 4) * b for a, b in zip([1, 1], [1, -1])]
     assert expected == [1, Fraction(1, 2)]
-    got = run()[0]["hand_three_to_one"]
+    got = check_values()["hand_three_to_one"]
     assert got == pytest.approx([float(x) for x in expected], abs=1e-12)
 
 
@@ -77,7 +84,7 @@ def test_tiny_graph_matches_python_reference() -> None:
     values_nd = [[(((24 * i + k) * 7) % 11 - 5) / 4 for k in range(24)] for i in range(3)]
     query_d = [((5 * k) % 7 - 3) / 8 for k in range(24)]
     expected = attend_reference(values_nd, query_d, 1e-5)
-    got = run()[0]["tiny_graph"]
+    got = check_values()["tiny_graph"]
     assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
     # a convex combination: every coordinate between the sources' least and largest values
     for c, h in enumerate(got):
@@ -87,7 +94,7 @@ def test_tiny_graph_matches_python_reference() -> None:
 
 @pytest.mark.lean
 def test_export_validates() -> None:
-    docs = run()[1]
+    docs = export_docs()
     assert set(docs) == {EXPORT}
     doc = docs[EXPORT]
     validate(doc, load_schema(REPO))
@@ -101,7 +108,7 @@ def test_export_validates() -> None:
 def test_committed_export_matches() -> None:
     path = REPO / "fixtures" / "graphs" / f"{EXPORT}.json"
     assert path.exists(), f"{path} missing: run python tests/test_depth.py"
-    assert json.loads(path.read_text(encoding="utf-8")) == run()[1][EXPORT]
+    assert json.loads(path.read_text(encoding="utf-8")) == export_docs()[EXPORT]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -135,5 +142,5 @@ def test_pybridge_depth_state_follows_lean_commit_rule() -> None:
 
 
 if __name__ == "__main__":
-    for name, doc in run()[1].items():
+    for name, doc in export_docs().items():
         (REPO / "fixtures" / "graphs" / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

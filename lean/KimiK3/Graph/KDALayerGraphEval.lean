@@ -2,7 +2,6 @@ module
 
 public import KimiK3.Graph.KDALayerGraph
 public import KimiK3.Sequence.KDAPacked
-public import KimiK3.Sequence.MLAGraph
 
 /-!
 # The KDA layer program denotes `KDA.layerStep` (k3-spec §2.2, report Eq. 1–6)
@@ -12,7 +11,7 @@ a KDA layer with convolution width 4, the program `KDA.layerProgram` computes th
 window rows, the new head states and the output of the reference `KDA.layerStep`. Its `Model`
 form (`Program.toModel`) computes the same (`layerModel_specFwd`). Helpers: the eval lemmas of
 the builders (`eval_projTerm`, `eval_convTerm`, `eval_siluTerm`), the updated states through
-`Term.weakenEnd` (`eval_packedUpdate_weakenEnd`), `finSum_four`, the shifted window rows.
+`Term.weakenEnd` (`eval_packedUpdate_weakenEnd`), the shifted window rows.
 -/
 
 @[expose] public section
@@ -72,31 +71,6 @@ theorem eval_expandHeadTerm' {Γ : List Shape} (H V : Nat) (t : Term α Γ [H]) 
     (expandHeadTerm H V t).eval env = fun h _ => t.eval env h := by
   funext h c; exact eval_expandHeadTerm H V t env h c
 
-/-- The kernel's L2 normalization is `Core`'s. -/
-theorem Seq.l2Normalize_eq_core {n : Nat} (eps : α) (z : Tensor α [n]) :
-    Seq.l2Normalize eps z = Tensor.l2NormVec eps z := by
-  funext j; simp [Seq.l2Normalize, Seq.sumSq, Tensor.l2NormVec_apply]
-
-omit [Scalar α] in
-theorem l2NormLast_eta (eps : α) [Scalar α] (H n : Nat) (x : Tensor α [H, n]) :
-    Tensor.l2NormLast eps [H] x = fun h => Tensor.l2NormVec eps (x h) := rfl
-
-omit [Scalar α] in
-theorem rmsNormLast_eta (eps : α) [Scalar α] (H n : Nat) (x : Tensor α [H, n]) (g : Tensor α [n]) :
-    Tensor.rmsNormLast eps [H] x g = fun h => Tensor.rmsNormVec eps (x h) g := rfl
-
-omit [Scalar α] in
-theorem sumLast_eta [Scalar α] (D H : Nat) (x : Tensor α [D, H]) :
-    Tensor.sumLast [D] x = fun f => finSum H (x f) := rfl
-
-omit [Scalar α] in
-theorem vecMatMul_eta [Scalar α] {n m : Nat} (x : Tensor α [n]) (w : Tensor α [n, m]) :
-    Tensor.vecMatMul x w = fun k => finSum n (fun i => x i * w i k) := rfl
-
-omit [Scalar α] in
-theorem scale_eta [Scalar α] (c : α) (n : Nat) (s : Shape) (t : Tensor α (n :: s)) :
-    Tensor.scale c (n :: s) t = fun i => Tensor.scale c s (t i) := rfl
-
 end Lemmas
 
 section Window
@@ -109,11 +83,6 @@ theorem shiftWindow_two [Scalar α] : shiftWindow (d := dims4 D H K V R) w x 2 =
 theorem shiftWindow_three [Scalar α] : shiftWindow (d := dims4 D H K V R) w x 3 = x := rfl
 
 end Window
-
-/-- Equal heads and equal tails give equal environments. -/
-theorem Env.cons_congr {s : Shape} {Γ : List Shape} {x y : Tensor α s} {e e' : Env α Γ}
-    (h₁ : x = y) (h₂ : e = e') : Env.cons x e = Env.cons y e' := by
-  rw [h₁, h₂]
 
 section Field
 
@@ -129,11 +98,6 @@ theorem eval_packedUpdate_weakenEnd {H K V : Nat} {Δ : List Shape}
   (Term.eval_weakenEnd rest (packedUpdateTerm H K V)
     (.cons S (.cons key (.cons value (.cons ret (.cons beta (.cons query .nil))))))).trans
     (eval_packedUpdateTerm S key value ret beta query)
-
-/-- A sum of four terms, left to right. -/
-theorem finSum_four (f : Fin 4 → α) : finSum 4 f = ((f 0 + f 1) + f 2) + f 3 := by
-  have h : finSum 4 f = (((0 + f 0) + f 1) + f 2) + f 3 := rfl
-  rw [h]; grind
 
 /-- **The KDA layer program computes `KDA.layerStep`** (k3-spec §2.2, report Eq. 1–6): for all
 weights, window, head states and input of a layer with convolution width 4, the outputs are the
@@ -157,16 +121,17 @@ theorem layerProgram_eval {D H K V R : Nat} (logFloor l2Eps : α)
   · simp only [layerStep, Seq.memo2_eq]; rfl
   · simp only [layerStep, Seq.memo2_eq]; rfl
   · simp [layerStep, prepare, projectConv, headInput, retention, logDecay, Seq.silu, mul2,
-      Seq.l2Normalize_eq_core, GatedMLA.Seq.vecMatMul_eq_core, eval_convTerm, eval_siluTerm,
-      eval_expandHeadTerm', GatedMLA.eval_batchedReadTerm', l2NormLast_eta, vecMatMul_eta,
-      scale_eta, finSum_four, shiftWindow_zero, shiftWindow_one, shiftWindow_two,
-      shiftWindow_three, UnaryFn.apply, BinaryFn.apply]
+      Seq.l2Normalize_eq_core, Seq.vecMatMul_eq_core, eval_convTerm, eval_siluTerm,
+      eval_expandHeadTerm', eval_batchedReadTerm', Tensor.l2NormLast_eta, Tensor.vecMatMul_eta,
+      Tensor.scale_eta, finSum_four, shiftWindow_zero, shiftWindow_one, shiftWindow_two,
+      shiftWindow_three, UnaryFn.apply, BinaryFn.apply, Tensor.zipWith_eta, Tensor.map_eta]
   · simp [layerStep, prepare, projectConv, headInput, retention, logDecay, Seq.silu, output, read, mul2,
-      Seq.l2Normalize_eq_core, GatedMLA.Seq.vecMatMul_eq_core, GatedMLA.Seq.rmsNorm_eq_core,
+      Seq.l2Normalize_eq_core, Seq.vecMatMul_eq_core, Seq.rmsNorm_eq_core,
       eval_convTerm, eval_siluTerm,
-      eval_expandHeadTerm', GatedMLA.eval_batchedReadTerm', l2NormLast_eta, rmsNormLast_eta,
-      sumLast_eta, vecMatMul_eta, scale_eta, finSum_four, shiftWindow_zero, shiftWindow_one,
-      shiftWindow_two, shiftWindow_three, UnaryFn.apply, BinaryFn.apply, GatedMLA.swapAxes01_eta]
+      eval_expandHeadTerm', eval_batchedReadTerm', Tensor.l2NormLast_eta, Tensor.rmsNormLast_eta,
+      Tensor.sumLast_eta, Tensor.vecMatMul_eta, Tensor.scale_eta, finSum_four, shiftWindow_zero, shiftWindow_one,
+      shiftWindow_two, shiftWindow_three, UnaryFn.apply, BinaryFn.apply, Tensor.swapAxes01_eta,
+      Tensor.zipWith_eta, Tensor.map_eta, PrimOp.eval_binary2]
 
 /-- The `Model` form of the program computes the same. -/
 theorem layerModel_specFwd {D H K V R : Nat} (logFloor l2Eps : α)
