@@ -4,9 +4,9 @@ The Lean export (`lean/KimiK3/Graph/export.eval`, run as a bundle) writes
 `fixtures/graphs/kda_layer_step_tiny.json` (and the decoder step); here the committed files
 are compiled with `pybridge.graph` (float64) and compared with pybridge's own layers.
 
-The parameter mappings (hub weights -> graph names), the state packing, the window capture and
-the route staging live in `difftest/components/decoder.py` (the `decoder_step` component of
-`difftest run`) and are imported here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
+The parameter mapping (hub weights -> graph names) is `pybridge.adapter`; the state packing, the
+window capture and the route staging live in `difftest/components/decoder.py` (the
+`decoder_step` component of `difftest run`) and are imported here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
 layer. The graph's window rows are the raw layer inputs of the last three tokens; pybridge
 caches their projections, so the new rows are checked through the projections too.
 
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from difftest.components.decoder import PAST, kda_layer_params, run_decoder_step
+from difftest.components.decoder import PAST, run_decoder_step
+from pybridge import adapter
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
@@ -104,7 +105,8 @@ def test_kda_layer_graph_equals_pybridge_layer(tiny_kda: KimiDeltaAttention, see
     with torch.no_grad():
         _, st = layer(prefix_td[None], st)  # three tokens: the conv windows are full
         y_btd, st_next = layer(x_d[None, None], st)
-        got = cg(kda_layer_params(layer), {
+        spec = adapter.to_spec(adapter.kda_rules(load_config(TINY)), layer.state_dict())
+        got = cg(adapter.graph_params(cg.graph, spec), {
             "x": x_d, "window.0": prefix_td[0], "window.1": prefix_td[1], "window.2": prefix_td[2],
             "heads": st.recurrent[0],
         })

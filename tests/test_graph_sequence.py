@@ -1,7 +1,7 @@
 """The exported KDA and MLA step graphs equal pybridge's KDA recurrence and Gated MLA (float64).
 
-Graph (spec) weights are `[in, out]`; pybridge holds hub `nn.Linear` weights `[out, in]`. The
-mapping below follows the table in pybridge/README.md.
+Graph (spec) weights are `[in, out]`; pybridge holds hub `nn.Linear` weights `[out, in]`; the
+mapping is `pybridge.adapter`.
 """
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 import torch
 from graph_helpers import GRAPHS
 
-from difftest.components.decoder import mla_params
+from pybridge import adapter
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
@@ -78,7 +78,7 @@ def test_mla_packed_step_graph_equals_gated_mla_decode(seed: int) -> None:
     x_d = torch.randn(cfg.hidden_size, dtype=F64)
     with torch.no_grad():
         y_btd, cache = mla(x_d[None, None], MLACache(latent_pl[None], shared_pr[None]))
-        got = cg(mla_params(mla), {
+        got = cg(adapter.to_spec(adapter.mla_rules(cfg), mla.state_dict()), {
             "latent_cache": latent_pl, "shared_key_cache": shared_pr, "x": x_d,
             "score_scale": torch.tensor(cfg.mla_score_scale, dtype=F64),
         })

@@ -121,17 +121,6 @@ def to_np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy().copy()
 
 
-def copy_weight(param: torch.Tensor, value: np.ndarray) -> None:
-    """Copy a float64 array into a float64 parameter (shapes must agree exactly)."""
-    if param.dtype != torch.float64:
-        raise ValueError("build the module in float64 before copying exact weights into it")
-    src = t64(value)
-    if tuple(src.shape) != tuple(param.shape):
-        raise ValueError(f"weight shape {tuple(src.shape)} does not fit parameter {tuple(param.shape)}")
-    with torch.no_grad():
-        param.copy_(src)
-
-
 def lean_float(x: float) -> str:
     """An exact Lean `Float` literal."""
     from difftest.case import float_bits

@@ -8,9 +8,10 @@ from functools import cache
 import numpy as np
 import torch
 
-from difftest.components.base import GRAPHS, TINY_CONFIG, Component, ErrorModel, copy_weight, t64, to_np
+from difftest.case import Case
+from difftest.components.base import GRAPHS, TINY_CONFIG, Component, ErrorModel, t64, to_np
 from difftest.inputs import gaussian, scale_for_kind
-from pybridge import layers, moe
+from pybridge import adapter, layers, moe
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
@@ -61,9 +62,8 @@ class ExpertComponent(Component):
         t = case.tensors
         d, h = case.sizes["d"], case.sizes["h"]
         ex = layers.SituExpert(d, h, float(t["gate_cap"]), float(t["up_cap"])).double()
-        copy_weight(ex.w1.weight, t["G"].T)
-        copy_weight(ex.w3.weight, t["U"].T)
-        copy_weight(ex.w2.weight, t["D"].T)
+        spec = {"gateWeight": t64(t["G"]), "upWeight": t64(t["U"]), "downWeight": t64(t["D"])}
+        ex.load_state_dict(adapter.to_hub(adapter.expert_rules(d, h), spec))
         ex = ex.to(device=device, dtype=dtype)
         with torch.no_grad():
             y = ex(t64(t["x"]).to(device=device, dtype=dtype)[None])[0]
@@ -132,24 +132,24 @@ class LatentMoEComponent(Component):
         t, sz = case.tensors, case.sizes
         m = moe.LatentMoE(self.config(sz)).double()
         m.routed_expert_norm.eps = float(t["eps"])
-        copy_weight(m.shared_experts.gate_proj.weight, np.concatenate([g.T for g in t["shared_G"]], 0))
-        copy_weight(m.shared_experts.up_proj.weight, np.concatenate([u.T for u in t["shared_U"]], 0))
-        copy_weight(m.shared_experts.down_proj.weight, np.concatenate([dn.T for dn in t["shared_D"]], 1))
-        copy_weight(m.gate.weight, t["router"].T)
-        copy_weight(m.gate.e_score_correction_bias, t["bias"])
-        for e, ex in enumerate(m.experts):
-            copy_weight(ex.w1.weight, t["routed_G"][e].T)
-            copy_weight(ex.w3.weight, t["routed_U"][e].T)
-            copy_weight(ex.w2.weight, t["routed_D"][e].T)
-        copy_weight(m.routed_expert_down_proj.weight, t["down"].T)
-        copy_weight(m.routed_expert_up_proj.weight, t["up"].T)
-        copy_weight(m.routed_expert_norm.weight, t["norm_scale"])
+        m.load_state_dict(adapter.to_hub(adapter.moe_rules(self.config(sz)), self.spec_params(case)))
         m = m.to(device=device, dtype=dtype)
         x = t64(t["x"]).to(device=device, dtype=dtype)
         with torch.no_grad():
             y = m(x[None, None])[0, 0]
             route, _ = m.gate(x[None])
         return {"torch": {"y": to_np(y), "route": route[0].cpu().numpy().astype(np.float64)}}
+
+    def spec_params(self, case: Case) -> dict[str, torch.Tensor]:
+        """The case's weights under their spec names (`pybridge.adapter.moe_rules`)."""
+        t, sz = case.tensors, case.sizes
+        spec = {"router.weight": t64(t["router"]), "router.bias": t64(t["bias"]), "moe.downProject": t64(t["down"]),
+                "moe.upProject": t64(t["up"]), "moe.routedNormScale": t64(t["norm_scale"])}
+        for j in range(sz["S"]):
+            spec |= {f"moe.shared.{p}[{j}]": t64(t[f"shared_{k}"][j]) for p, k in (("gate", "G"), ("up", "U"), ("down", "D"))}
+        for e in range(sz["E"]):
+            spec |= {f"moe.expert.{p}[{e}]": t64(t[f"routed_{k}"][e]) for p, k in (("gate", "G"), ("up", "U"), ("down", "D"))}
+        return spec
 
     def reference_route(self, case) -> np.ndarray:
         """Top-k of the bias-adjusted float64 scores, ties to the lowest index (numpy)."""
@@ -169,16 +169,13 @@ class LatentMoEComponent(Component):
         route = self.reference_route(case) if route is None else [int(e) for e in route]
         width = cg.graph.params[0].shape[1]
         pad = width - case.sizes["hs"]  # the export's shared experts are wider: zero units add exactly 0
-        params = {"downProject": t64(t["down"]), "upProject": t64(t["up"]), "routedNormScale": t64(t["norm_scale"])}
+        spec = self.spec_params(case)
+        spec.update(adapter.stage_route(spec, route))
         for j in range(case.sizes["S"]):
-            params[f"shared.gate[{j}]"] = t64(np.pad(t["shared_G"][j], ((0, 0), (0, pad))))
-            params[f"shared.up[{j}]"] = t64(np.pad(t["shared_U"][j], ((0, 0), (0, pad))))
-            params[f"shared.down[{j}]"] = t64(np.pad(t["shared_D"][j], ((0, pad), (0, 0))))
-        for k, e in enumerate(route):
-            params[f"slot.router[{k}]"] = t64(t["router"][:, e])
-            params[f"slot.gate[{k}]"] = t64(t["routed_G"][e])
-            params[f"slot.up[{k}]"] = t64(t["routed_U"][e])
-            params[f"slot.down[{k}]"] = t64(t["routed_D"][e])
+            spec[f"moe.shared.gate[{j}]"] = torch.nn.functional.pad(spec[f"moe.shared.gate[{j}]"], (0, pad))
+            spec[f"moe.shared.up[{j}]"] = torch.nn.functional.pad(spec[f"moe.shared.up[{j}]"], (0, pad))
+            spec[f"moe.shared.down[{j}]"] = torch.nn.functional.pad(spec[f"moe.shared.down[{j}]"], (0, 0, 0, pad))
+        params = adapter.graph_params(cg.graph, spec, prefix="moe.")
         inputs = {"input": t64(t["x"]), "gateCap": t64(t["gate_cap"]), "upCap": t64(t["up_cap"])}
         return {"y": to_np(cg(params, inputs)["output"]), "route": np.array(route, dtype=np.float64)}
 

@@ -8,12 +8,9 @@ every updated state and every MoE layer's router scores. The MoE routes are *sta
 layer's chosen experts are parameters (slot i holds expert `route[i]`), so a route computed
 outside the graph is fed in and checked afterwards against the top-k of the graph's own scores.
 
-Mapping (graph `[in, out]` names <- pybridge hub `[out, in]` weights):
-* KDA layer (`layers.{l}.kda.`): see `kda_layer_params`; the Lean layer has no decay-logit bias,
-  so `dt_bias` is 0 in the torch model (`tiny_model`);
-* MLA layer (`layers.{l}.mla.`): see `mla_params`;
-* MoE (`layers.{l}.moe.`, `router.*`): see `moe_params`; dense MLP `layers.1.mlp.*`;
-* AttnRes queries: the hub's `res_norm.weight ⊙ res_proj.weight[0]` with unit RMSNorm gain.
+Parameters: the graph's names are the spec names of `pybridge.adapter` (hub `[out, in]` ->
+spec `[in, out]`, splits and all); the routes are staged with `adapter.stage_route`. The Lean
+KDA layer has no decay-logit bias yet, so `dt_bias` is 0 in the torch model (`tiny_model`).
 
 No Lean path: evaluating the step in the offline Lean interpreter is too slow; the graph (the
 Lean export compiled by `pybridge.graph`) is the independent reference.
@@ -31,12 +28,11 @@ from difftest.components.base import TINY_CONFIG, Component, ErrorModel, to_np
 from difftest.components.channel import LatentMoEComponent, compiled
 from difftest.components.depth import AttnResComponent
 from difftest.components.sequence import KDALayerComponent, MLAComponent
+from pybridge import adapter
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
-from pybridge.kda import KimiDeltaAttention
-from pybridge.mla import GatedMLA
 from pybridge.model import K3Cache, KimiK3ForCausalLM
-from pybridge.moe import LatentMoE, select_top_k
+from pybridge.moe import select_top_k
 
 F64 = torch.float64
 PAST = 3  # tokens before the step (the export's MLA cache length; the KDA window length)
@@ -54,114 +50,13 @@ def tiny_model(seed: int, dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
     return model
 
 
-def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
-    """Graph parameters of a KDA layer step (`kda_layer_step_tiny`) from a pybridge KDA layer:
-      query_proj/key_proj/value_proj [D, H, n] <- {q,k,v}_proj.weight.T viewed [D, H, n]
-      {query,key,value}_conv.t [H, n]          <- {q,k,v}_conv1d.weight[:, 0, t] viewed [H, n]
-                                                   (t = 0 multiplies the oldest window row)
-      decay_down [D, R], decay_up [R, H, K]    <- f_a_proj.weight.T, f_b_proj.weight.T viewed
-      decay_log_scale [H]                      <- A_log
-      beta_proj [D, H], gate_weight [D, H, V]  <- b_proj.weight.T, g_proj.weight.T viewed
-      out_norm_scale [V], output_proj [H, V, D] <- o_norm.weight, o_proj.weight.T viewed"""
-    H, K, V = layer.H, layer.K, layer.V
-    D = layer.q_proj.in_features
-    out = {
-        "query_proj": layer.q_proj.weight.T.reshape(D, H, K),
-        "key_proj": layer.k_proj.weight.T.reshape(D, H, K),
-        "value_proj": layer.v_proj.weight.T.reshape(D, H, V),
-        "decay_down": layer.f_a_proj.weight.T,
-        "decay_up": layer.f_b_proj.weight.T.reshape(-1, H, K),
-        "decay_log_scale": layer.A_log,
-        "beta_proj": layer.b_proj.weight.T,
-        "gate_weight": layer.g_proj.weight.T.reshape(D, H, V),
-        "out_norm_scale": layer.o_norm.weight,
-        "output_proj": layer.o_proj.weight.T.reshape(H, V, D),
-    }
-    for name, conv, n in (("query", layer.q_conv1d, K), ("key", layer.k_conv1d, K), ("value", layer.v_conv1d, V)):
-        for t in range(conv.weight.shape[-1]):
-            out[f"{name}_conv.{t}"] = conv.weight[:, 0, t].reshape(H, n)
-    return out
-
-
-def mla_params(m: GatedMLA) -> dict[str, torch.Tensor]:
-    """Spec parameters of the MLA step graph from pybridge's hub-layout weights (also used by
-    tests/test_graph_sequence.py)."""
-    H, C, R, V, L = m.H, m.nope, m.rope, m.vdim, m.kv_rank
-    q_b = m.q_b_proj.weight.view(H, C + R, -1)
-    kv_b = m.kv_b_proj.weight.view(H, C + V, L)
-    kv_a = m.kv_a_proj_with_mqa.weight
-    return {
-        "query_down": m.q_a_proj.weight.T,
-        "query_norm_scale": m.q_a_layernorm.weight,
-        "kv_down": kv_a[:L].T,
-        "kv_norm_scale": m.kv_a_layernorm.weight,
-        "shared_key_down": kv_a[L:].T,
-        "query_content_up": q_b[:, :C].transpose(1, 2),
-        "query_shared_up": q_b[:, C:].transpose(1, 2),
-        "key_up": kv_b[:, :C].transpose(1, 2),
-        "value_up": kv_b[:, C:].transpose(1, 2),
-        "gate_weight": m.g_proj.weight.T.reshape(-1, H, V),
-        "output_weight": m.o_proj.weight.T.reshape(H, V, -1),
-    }
-
-
-def moe_params(moe: LatentMoE, route: list[int], shared: int) -> dict[str, torch.Tensor]:
-    """`MoEModel.model` parameters for a route. The hub's merged shared MLP (hidden
-    `shared * h`) is split into `shared` experts of hidden `h` (SiTU acts per hidden unit, so
-    the sum of the parts is the merged MLP); slot i holds router column and weights of expert
-    `route[i]`. Repeated names are keyed `name[k]` (pybridge.graph.load.binding_keys)."""
-    sm = moe.shared_experts
-    h = sm.gate_proj.weight.shape[0] // shared
-    out = {}
-    for j in range(shared):
-        rows = slice(j * h, (j + 1) * h)
-        out[f"shared.gate[{j}]"] = sm.gate_proj.weight[rows].T
-        out[f"shared.up[{j}]"] = sm.up_proj.weight[rows].T
-        out[f"shared.down[{j}]"] = sm.down_proj.weight[:, rows].T
-    out["downProject"] = moe.routed_expert_down_proj.weight.T
-    for i, e in enumerate(route):
-        out[f"slot.router[{i}]"] = moe.gate.weight[e]
-        out[f"slot.gate[{i}]"] = moe.experts[e].w1.weight.T
-        out[f"slot.up[{i}]"] = moe.experts[e].w3.weight.T
-        out[f"slot.down[{i}]"] = moe.experts[e].w2.weight.T
-    out["routedNormScale"] = moe.routed_expert_norm.weight
-    out["upProject"] = moe.routed_expert_up_proj.weight.T
-    return out
-
-
 def decoder_params(model: KimiK3ForCausalLM, routes: dict[int, list[int]]) -> dict[str, torch.Tensor]:
-    """Graph parameters of `decoder_step_tiny` (names `layers.{l}.…`, `l` 1-based) from a
-    pybridge model and the staged route of every MoE layer (keyed by 0-based layer index).
-    AttnRes queries are the hub's `res_norm.weight ⊙ res_proj.weight[0]` with unit RMSNorm
-    gain (`norm_gain` = 1)."""
-    cfg = model.config
-    ones = torch.ones(cfg.hidden_size, dtype=model.lm_head.weight.dtype)
-    out: dict[str, torch.Tensor] = {}
-    for i, lay in enumerate(model.model.layers):
-        p = f"layers.{i + 1}."
-        out[p + "seq_res.query"] = lay.self_attention_res_norm.weight * lay.self_attention_res_proj.weight[0]
-        out[p + "seq_res.norm_gain"] = ones
-        out[p + "seq_norm.scale"] = lay.input_layernorm.weight
-        out[p + "chan_res.query"] = lay.mlp_res_norm.weight * lay.mlp_res_proj.weight[0]
-        out[p + "chan_res.norm_gain"] = ones
-        out[p + "chan_norm.scale"] = lay.post_attention_layernorm.weight
-        mixer = mla_params(lay.self_attn) if lay.is_mla else kda_layer_params(lay.self_attn)
-        out.update({p + ("mla." if lay.is_mla else "kda.") + k: v for k, v in mixer.items()})
-        if hasattr(lay, "block_sparse_moe"):
-            moe = lay.block_sparse_moe
-            out.update({p + "moe." + k: v for k, v in moe_params(moe, routes[i], cfg.num_shared_experts).items()})
-            out[p + "router.weight"] = moe.gate.weight.T
-            out[p + "router.bias"] = moe.gate.e_score_correction_bias
-        else:
-            out[p + "mlp.gateWeight"] = lay.mlp.gate_proj.weight.T
-            out[p + "mlp.upWeight"] = lay.mlp.up_proj.weight.T
-            out[p + "mlp.downWeight"] = lay.mlp.down_proj.weight.T
-    m = model.model
-    out["final_res.query"] = m.output_attn_res_norm.weight * m.output_attn_res_proj.weight[0]
-    out["final_res.norm_gain"] = ones
-    out["final_norm.scale"] = m.norm.weight
-    out["lm_head.weight"] = model.lm_head.weight.T
-    return out
+    """Spec parameters of the whole model (`pybridge.adapter`) plus the staged route of every MoE
+    layer (keyed by 0-based layer index): the graph `decoder_step_tiny` binds its own keys."""
+    spec = adapter.hub_to_spec(model.config, model.state_dict())
+    for i, route in routes.items():
+        spec.update(adapter.stage_route(spec, route, f"layers.{i + 1}."))
+    return spec
 
 
 class Recorder:
@@ -268,7 +163,8 @@ def run_decoder_step(seed: int = 3, routes: dict[int, list[int]] | None = None,
     run = cached_step(model, list(ids))
     cg = compiled(GRAPH_FILE, dtype, device)
     with torch.no_grad():
-        got = cg(decoder_params(model, run["rec"].route if routes is None else routes), step_inputs(model, ids[-1], run))
+        spec = decoder_params(model, run["rec"].route if routes is None else routes)
+        got = cg(adapter.graph_params(cg.graph, spec), step_inputs(model, ids[-1], run))
     return {**run, "model": model, "got": got}
 
 

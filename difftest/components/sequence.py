@@ -8,10 +8,10 @@ import numpy as np
 import torch
 
 from difftest.case import Case
-from difftest.components.base import TINY_CONFIG, Component, ErrorModel, copy_weight, t64, to_np
+from difftest.components.base import TINY_CONFIG, Component, ErrorModel, t64, to_np
 from difftest.components.channel import compiled
 from difftest.inputs import gaussian, scale_for_kind
-from pybridge import kda, mla
+from pybridge import adapter, kda, mla
 from pybridge.config import load_config
 
 
@@ -134,27 +134,25 @@ class KDALayerComponent(Component):
             "xs": gaussian(rng, (T, D), scale_for_kind(kind)),
         }
 
+    def spec_params(self, case: Case) -> dict[str, torch.Tensor]:
+        """The case's weights under their spec names (`pybridge.adapter.kda_rules`); the Lean
+        layer has no decay-logit bias yet, so `decay_bias` is 0."""
+        t, W = case.tensors, case.sizes["W"]
+        spec = {name: t64(t[key]) for name, key in (
+            ("query_proj", "Wq"), ("key_proj", "Wk"), ("value_proj", "Wv"), ("decay_down", "decay_down"),
+            ("decay_up", "decay_up"), ("decay_log_scale", "log_scale"), ("beta_proj", "beta_proj"),
+            ("gate_weight", "gate"), ("out_norm_scale", "out_norm"), ("output_proj", "out_proj"))}
+        for name, key in (("query", "conv_q"), ("key", "conv_k"), ("value", "conv_v")):
+            spec.update({f"{name}_conv.{i}": t64(t[key][i]) for i in range(W)})
+        spec["decay_bias"] = torch.zeros(case.sizes["H"], case.sizes["K"], dtype=torch.float64)
+        return spec
+
     def module(self, case: Case) -> kda.KimiDeltaAttention:
-        """pybridge's layer with the case's weights (hub layouts; no dt_bias: see docs)."""
-        t, s = case.tensors, case.sizes
-        D, H, K, V, W, R = (s[k] for k in "DHKVWR")
-        m = kda.KimiDeltaAttention(self.config(s)).double()
-        copy_weight(m.q_proj.weight, t["Wq"].reshape(D, H * K).T)
-        copy_weight(m.k_proj.weight, t["Wk"].reshape(D, H * K).T)
-        copy_weight(m.v_proj.weight, t["Wv"].reshape(D, H * V).T)
-        copy_weight(m.q_conv1d.weight, t["conv_q"].reshape(W, H * K).T[:, None, :])
-        copy_weight(m.k_conv1d.weight, t["conv_k"].reshape(W, H * K).T[:, None, :])
-        copy_weight(m.v_conv1d.weight, t["conv_v"].reshape(W, H * V).T[:, None, :])
-        copy_weight(m.f_a_proj.weight, t["decay_down"].T)
-        copy_weight(m.f_b_proj.weight, t["decay_up"].reshape(R, H * K).T)
-        copy_weight(m.dt_bias, np.zeros(H * K))  # the Lean layer has no dt_bias
-        copy_weight(m.A_log, t["log_scale"])
-        copy_weight(m.b_proj.weight, t["beta_proj"].T)
-        copy_weight(m.g_proj.weight, t["gate"].reshape(D, H * V).T)
-        copy_weight(m.o_norm.weight, t["out_norm"])
-        copy_weight(m.o_proj.weight, t["out_proj"].reshape(H * V, D).T)
-        m.o_norm.eps = float(t["eps"])
-        m.lower_bound = float(t["log_floor"])
+        """pybridge's layer with the case's weights (hub layout through `pybridge.adapter`)."""
+        m = kda.KimiDeltaAttention(self.config(case.sizes)).double()
+        m.load_state_dict(adapter.to_hub(adapter.kda_rules(self.config(case.sizes)), self.spec_params(case)))
+        m.o_norm.eps = float(case.tensors["eps"])
+        m.lower_bound = float(case.tensors["log_floor"])
         return m
 
     def torch_outputs(self, case, dtype, device):
@@ -180,15 +178,6 @@ class KDALayerComponent(Component):
         # projection (D) and conv (W), SiLU, L2 norm (K), decay (R, sigmoid, exp), the
         # recurrence over T tokens (as kda_recurrence), per-head RMSNorm (V), gate, output (H V)
         return ErrorModel(stores=20 + 6 * T, accum=D + W + K + R + T * K + V + H * V, amp=4.0)
-
-
-def _mla_spec_params(t: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """The MLA export's parameters (names of mla_packed_step_tiny) from a case's spec tensors."""
-    names = {"query_down": "query_down", "query_norm_scale": "query_norm", "kv_down": "kv_down",
-             "kv_norm_scale": "kv_norm", "shared_key_down": "shared_key_down", "query_content_up": "qc_up",
-             "query_shared_up": "qs_up", "key_up": "key_up", "value_up": "value_up", "gate_weight": "gate",
-             "output_weight": "out"}
-    return {graph_name: t64(t[name]) for graph_name, name in names.items()}
 
 
 class MLAComponent(Component):
@@ -226,22 +215,21 @@ class MLAComponent(Component):
             "xs": gaussian(rng, (T, D), scale_for_kind(kind)),
         }
 
+    def spec_params(self, case: Case) -> dict[str, torch.Tensor]:
+        """The case's weights under their spec names (`pybridge.adapter.mla_rules`)."""
+        t = case.tensors
+        return {name: t64(t[key]) for name, key in (
+            ("query_down", "query_down"), ("query_norm_scale", "query_norm"), ("kv_down", "kv_down"),
+            ("kv_norm_scale", "kv_norm"), ("shared_key_down", "shared_key_down"), ("query_content_up", "qc_up"),
+            ("query_shared_up", "qs_up"), ("key_up", "key_up"), ("value_up", "value_up"), ("gate_weight", "gate"),
+            ("output_weight", "out"))}
+
     def module(self, case: Case) -> mla.GatedMLA:
-        t, s = case.tensors, case.sizes
-        D, H, Lq, Lkv, C, R, V = (s[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V"))
-        m = mla.GatedMLA(self.config(s)).double()
-        copy_weight(m.q_a_proj.weight, t["query_down"].T)
-        copy_weight(m.q_a_layernorm.weight, t["query_norm"])
-        q_b = np.concatenate([t["qc_up"].transpose(0, 2, 1), t["qs_up"].transpose(0, 2, 1)], axis=1)
-        copy_weight(m.q_b_proj.weight, q_b.reshape(H * (C + R), Lq))
-        copy_weight(m.kv_a_proj_with_mqa.weight, np.concatenate([t["kv_down"].T, t["shared_key_down"].T], 0))
-        copy_weight(m.kv_a_layernorm.weight, t["kv_norm"])
-        kv_b = np.concatenate([t["key_up"].transpose(0, 2, 1), t["value_up"].transpose(0, 2, 1)], axis=1)
-        copy_weight(m.kv_b_proj.weight, kv_b.reshape(H * (C + V), Lkv))
-        copy_weight(m.g_proj.weight, t["gate"].reshape(D, H * V).T)
-        copy_weight(m.o_proj.weight, t["out"].reshape(H * V, D).T)
-        m.q_a_layernorm.eps = m.kv_a_layernorm.eps = float(t["eps"])
-        m.score_scale = float(t["score_scale"])
+        """pybridge's layer with the case's weights (hub layout through `pybridge.adapter`)."""
+        m = mla.GatedMLA(self.config(case.sizes)).double()
+        m.load_state_dict(adapter.to_hub(adapter.mla_rules(self.config(case.sizes)), self.spec_params(case)))
+        m.q_a_layernorm.eps = m.kv_a_layernorm.eps = float(case.tensors["eps"])
+        m.score_scale = float(case.tensors["score_scale"])
         return m
 
     def torch_outputs(self, case, dtype, device):
@@ -267,7 +255,7 @@ class MLAComponent(Component):
         with torch.no_grad():
             _, cache = m(xs[:, :2], m.initial_state(1, xs))
         cg = compiled(self.graph_file, dtype, device)
-        r = cg(_mla_spec_params(case.tensors), {"latent_cache": cache.latent[0], "shared_key_cache": cache.shared_key[0],
+        r = cg(self.spec_params(case), {"latent_cache": cache.latent[0], "shared_key_cache": cache.shared_key[0],
                                            "x": xs[0, 2], "score_scale": t64(case.tensors["score_scale"])})
         return {"y_t2": to_np(r["output"])}
 
