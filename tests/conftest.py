@@ -24,6 +24,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_STORE, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`gpu` tests are skipped where torch sees no CUDA device."""
+    import torch
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA device")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _lean_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a Lean process (every one goes through `k3spec.leanrun.run`) must be
+    marked `lean`, so that `pytest -m "not lean"` never waits for the toolchain."""
+    if request.node.get_closest_marker("lean") is None:
+        from k3spec import leanrun
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            pytest.fail(f"{request.node.nodeid} starts a Lean process: mark it `@pytest.mark.lean`")
+
+        monkeypatch.setattr(leanrun, "run", refuse)
+
+
 @pytest.fixture(scope="session")
 def tc() -> toolchain.Toolchain:
     """The installed toolchain; a missing one is a failure, not a skip."""

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.lean
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from codegen.bundle import bundle, dependency_order, run_lean  # noqa: E402
+from helpers import lean_run  # noqa: E402
+
 from codegen.export import load_schema, validate  # noqa: E402
 
 TARGETS = ("KimiK3.Core.Json", "KimiK3.Channel.ExpertGraph", "KimiK3.Channel.LatentMoEModel")
@@ -76,15 +77,8 @@ def run() -> tuple[list[str], dict[str, dict]]:
         f'#eval IO.println (KimiK3.Model.toJson "{name}" ({expr} : KimiK3.Model Float))'
         for name, expr in EXPORTS.items()
     )
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + CHECKS + "\n" + exports + "\n"
-    texts = [m.text for m in run_lean(source, "ChannelChecks") if m.severity == "information"]
-    values = [t for t in texts if not t.lstrip().startswith("{")]
-    docs = {}
-    for t in texts:
-        if t.lstrip().startswith("{"):
-            doc = json.loads(t)
-            docs[doc["name"]] = doc
-    return values, docs
+    out = lean_run(TARGETS, CHECKS + "\n" + exports, "ChannelChecks")
+    return out.texts, out.by_name()
 
 
 def test_float_worked_examples():

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import GRAPHS, REPO, TINY, assert_close, lean_run
 
 from difftest.components.decoder import PAST, run_decoder_step
 from pybridge import adapter
@@ -33,9 +33,6 @@ from pybridge.moe import select_top_k
 
 torch.set_num_threads(1)
 F64 = torch.float64
-REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "fixtures" / "tiny" / "config.json"
-GRAPHS = REPO / "fixtures" / "graphs"
 EXPORT = REPO / "lean" / "KimiK3" / "Graph" / "export.eval"
 TARGETS = (
     "KimiK3.Core.Json",
@@ -45,23 +42,12 @@ TARGETS = (
     "KimiK3.Depth.Graph",
 )
 EXPORTS = ("kda_layer_step_tiny", "decoder_step_tiny")
-#: float64 agreement bound, relative to the largest entry of the reference tensor.
-RTOL = 1e-12
 
 
 @lru_cache(maxsize=1)
 def lean_exports() -> dict[str, dict]:
     """One Lean run of `export.eval` as a bundle; the printed documents by name."""
-    from codegen.bundle import bundle, dependency_order, run_lean
-
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + EXPORT.read_text(encoding="utf-8")
-    messages = run_lean(source, "GraphExports")
-    docs = {}
-    for message in messages:
-        if message.severity == "information" and message.text.lstrip().startswith("{"):
-            doc = json.loads(message.text)
-            docs[doc["name"]] = doc
-    return docs
+    return lean_run(TARGETS, EXPORT.read_text(encoding="utf-8"), "GraphExports").by_name()
 
 
 @pytest.mark.lean
@@ -75,13 +61,6 @@ def test_exports_validate_and_match_committed() -> None:
         validate(doc, schema)
         committed = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
         assert committed == doc, f"{name}.json is stale: run python tests/test_decoder_step.py"
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    got, want = got.detach(), want.detach()
-    assert got.shape == want.shape
-    err, scale = float((got - want).abs().max()), float(want.abs().max())
-    assert err <= RTOL * scale, f"max error {err:.3e} vs bound {RTOL * scale:.3e}"
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +89,12 @@ def test_kda_layer_graph_equals_pybridge_layer(tiny_kda: KimiDeltaAttention, see
             "x": x_d, "window.0": prefix_td[0], "window.1": prefix_td[1], "window.2": prefix_td[2],
             "heads": st.recurrent[0],
         })
-    _close(got["output"], y_btd[0, 0])
-    _close(got["heads_next"], st_next.recurrent[0])
+    assert_close(got["output"], y_btd[0, 0])
+    assert_close(got["heads_next"], st_next.recurrent[0])
     rows_wd = torch.stack([got[f"window_next.{i}"] for i in range(3)])
     assert torch.equal(rows_wd, torch.cat([prefix_td[1:], x_d[None]]))
     for proj, conv in ((layer.q_proj, st_next.conv_q), (layer.k_proj, st_next.conv_k), (layer.v_proj, st_next.conv_v)):
-        _close(proj(rows_wd), conv[0])
+        assert_close(proj(rows_wd), conv[0])
 
 
 # ---------------------------------------------------------------- decoder token step
@@ -126,7 +105,7 @@ def decoder_run() -> dict:
 
 
 def test_decoder_step_logits_equal_pybridge(decoder_run: dict) -> None:
-    _close(decoder_run["got"]["logits"], decoder_run["logits"])
+    assert_close(decoder_run["got"]["logits"], decoder_run["logits"])
 
 
 def test_decoder_step_states_equal_pybridge(decoder_run: dict) -> None:
@@ -134,13 +113,13 @@ def test_decoder_step_states_equal_pybridge(decoder_run: dict) -> None:
     for i, (lay, st) in enumerate(zip(model.model.layers, cache.layers)):
         p = f"layers.{i + 1}."
         if lay.is_mla:
-            _close(got[p + "latent_cache_next"], st.latent[0])
-            _close(got[p + "shared_key_cache_next"], st.shared_key[0])
+            assert_close(got[p + "latent_cache_next"], st.latent[0])
+            assert_close(got[p + "shared_key_cache_next"], st.shared_key[0])
         else:
-            _close(got[p + "heads_next"], st.recurrent[0])
+            assert_close(got[p + "heads_next"], st.recurrent[0])
             rows_wd = torch.stack([got[p + f"window_next.{r}"] for r in range(3)])
-            _close(rows_wd, torch.stack(rec.seq_in[i][PAST - 2 :]))
-            _close(lay.self_attn.q_proj(rows_wd), st.conv_q[0])
+            assert_close(rows_wd, torch.stack(rec.seq_in[i][PAST - 2 :]))
+            assert_close(lay.self_attn.q_proj(rows_wd), st.conv_q[0])
 
 
 def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_run: dict) -> None:
@@ -149,7 +128,7 @@ def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_run: dict) -> Non
         gate = model.model.layers[i].block_sparse_moe.gate
         scores_e = got[f"layers.{i + 1}.router_scores"]
         want_e = torch.sigmoid(rec.gate_in[i] @ gate.weight.T) + gate.e_score_correction_bias
-        _close(scores_e, want_e)
+        assert_close(scores_e, want_e)
         assert select_top_k(scores_e[None], gate.top_k)[0].tolist() == route
 
 

@@ -19,10 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-
 import torch
+from helpers import lean_run
 
-from codegen.bundle import bundle, dependency_order, run_lean
 from codegen.export import load_schema, validate
 from pybridge.attnres import DepthState, retrieve
 from pybridge.graph.compile import compile_graph
@@ -38,17 +37,10 @@ F64 = torch.float64
 @lru_cache(maxsize=1)
 def run() -> tuple[dict[str, list[float]], dict[str, dict]]:
     """One Lean run of the checks (a failing `#guard` is an error): check values and exports."""
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + CHECKS.read_text(encoding="utf-8")
-    checks: dict[str, list[float]] = {}
-    docs: dict[str, dict] = {}
-    for message in run_lean(source, "DepthChecks"):
-        if message.severity == "information" and message.text.lstrip().startswith("{"):
-            doc = json.loads(message.text)
-            if "check" in doc:
-                checks[doc["check"]] = [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in doc["bits"]]
-            else:
-                docs[doc["name"]] = doc
-    return checks, docs
+    out = lean_run(TARGETS, CHECKS.read_text(encoding="utf-8"), "DepthChecks")
+    checks = {d["check"]: [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in d["bits"]]
+              for d in out.docs if "check" in d}
+    return checks, out.by_name()
 
 
 def attend_reference(values_nd: list[list[float]], query_d: list[float], eps: float) -> list[float]:

@@ -4,11 +4,10 @@ Hub weights are nn.Linear `[out, in]`; graph (spec) weights are `[in, out]`; the
 `pybridge.adapter`.
 """
 
-from pathlib import Path
 
 import pytest
 import torch
-from graph_helpers import GRAPHS
+from helpers import GRAPHS, TINY, assert_close
 
 from pybridge import adapter
 from pybridge.checkpoint import random_model
@@ -19,14 +18,6 @@ from pybridge.layers import SituExpert, SituMLP
 
 torch.set_num_threads(1)  # tiny tensors gain nothing from threads; on a shared box they only add contention
 F64 = torch.float64
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json"
-RTOL = 1e-12
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    assert float((got - want).abs().max()) <= RTOL * float(want.abs().max())
-
-
 def _caps(cfg) -> dict[str, torch.Tensor]:
     return {"gateCap": torch.tensor(cfg.situ_gate_cap, dtype=F64), "upCap": torch.tensor(cfg.situ_up_cap, dtype=F64)}
 
@@ -44,7 +35,7 @@ def test_expert_graph_equals_situ_expert_and_mlp(seed: int) -> None:
             params = adapter.to_spec(adapter.expert_rules(24, 13, names), module.state_dict())
             want_nd = module(x_nd)
             for x_d, want_d in zip(x_nd, want_nd):
-                _close(cg(params, {"input": x_d, **_caps(cfg)})["output"], want_d)
+                assert_close(cg(params, {"input": x_d, **_caps(cfg)})["output"], want_d)
 
 
 def _moe_params(cfg, graph, moe, shared_hidden: int, route: list[int]) -> dict[str, torch.Tensor]:
@@ -87,7 +78,7 @@ def test_latent_moe_graph_equals_latent_moe_on_its_route(seed: int) -> None:
         routes = set()
         for x_d, route, want_d in zip(x_nd, route_nk.tolist(), want_nd):
             routes.add(tuple(route))
-            _close(cg(_moe_params(cfg, graph, moe, shared_hidden, route), {"input": x_d, **_caps(cfg)})["output"], want_d)
+            assert_close(cg(_moe_params(cfg, graph, moe, shared_hidden, route), {"input": x_d, **_caps(cfg)})["output"], want_d)
     assert len(routes) > 1  # the tokens exercised several routes
 
 
@@ -105,12 +96,12 @@ def test_small_fixtures_closed_form() -> None:
     a, b = r(2, 3), r(1, 3)
     out = _run("layout_mix.json", {}, {"a": a, "b": b})
     stacked_t = torch.cat([a, b]).T
-    _close(out["flat"], stacked_t.reshape(9))
-    _close(out["rowMean"], torch.cat([a, b]).mean(0))
+    assert_close(out["flat"], stacked_t.reshape(9))
+    assert_close(out["rowMean"], torch.cat([a, b]).mean(0))
     W, bias, x = r(4, 3), r(3), r(4)
     out = _run("linear_softmax.json", {"W": W, "b": bias}, {"x": x})
-    _close(out["hidden"], x @ W)
-    _close(out["probs"], torch.softmax(x @ W + bias, -1))
+    assert_close(out["hidden"], x @ W)
+    assert_close(out["probs"], torch.softmax(x @ W + bias, -1))
     g, W, x = r(4), r(4, 4), r(2, 4)
     out = _run("rms_mlp.json", {"g": g, "W": W}, {"x": x})
-    _close(out["y"], torch.tanh(rms_norm(x, 1e-6, g) @ W))
+    assert_close(out["y"], torch.tanh(rms_norm(x, 1e-6, g) @ W))

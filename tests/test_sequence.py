@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from helpers import lean_run
 
-from codegen.bundle import bundle, dependency_order, run_lean
 from codegen.export import load_schema, validate
 
 pytestmark = pytest.mark.lean
@@ -30,13 +30,7 @@ EXPORTS = ("kda_head_step_tiny", "kda_packed_step_tiny", "mla_packed_step_tiny")
 @lru_cache(maxsize=1)
 def run() -> dict[str, dict]:
     """One Lean run of the checks (a failing `#guard` is an error); the exported documents."""
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + CHECKS.read_text(encoding="utf-8")
-    docs = {}
-    for message in run_lean(source, "SequenceChecks"):
-        if message.severity == "information" and message.text.lstrip().startswith("{"):
-            doc = json.loads(message.text)
-            docs[doc["name"]] = doc
-    return docs
+    return lean_run(TARGETS, CHECKS.read_text(encoding="utf-8"), "SequenceChecks").by_name()
 
 
 def test_float_checks_pass_and_exports_validate() -> None:
