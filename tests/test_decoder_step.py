@@ -4,9 +4,9 @@ The Lean export (`lean/KimiK3/Graph/export.eval`, run as a bundle) writes
 `fixtures/graphs/kda_layer_step_tiny.json` (and the decoder step); here the committed files
 are compiled with `pybridge.graph` (float64) and compared with pybridge's own layers.
 
-The parameter mapping (hub weights -> graph names) is `pybridge.adapter`; the state packing, the
-window capture and the route staging live in `difftest/components/decoder.py` (the
-`decoder_step` component of `difftest run`) and are imported here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
+The parameter mapping (hub weights -> graph names) is `pybridge.adapter`; the state packing and
+the route staging of the decoder step live in `difftest/components/decoder.py` (the
+`decoder_step` component of `difftest run`), used here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
 layer. The graph's window rows are the raw layer inputs of the last three tokens; pybridge
 caches their projections, so the new rows are checked through the projections too.
 
@@ -22,14 +22,13 @@ import pytest
 import torch
 from helpers import GRAPHS, REPO, TINY, assert_close, lean_run
 
-from difftest.components.decoder import PAST, run_decoder_step
+from difftest.components.decoder import DecoderStepComponent
 from pybridge import adapter
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 from pybridge.kda import KimiDeltaAttention
-from pybridge.moe import select_top_k
 
 torch.set_num_threads(1)
 F64 = torch.float64
@@ -100,44 +99,39 @@ def test_kda_layer_graph_equals_pybridge_layer(tiny_kda: KimiDeltaAttention, see
 # ---------------------------------------------------------------- decoder token step
 
 @pytest.fixture(scope="module")
-def decoder_run() -> dict:
-    return run_decoder_step()
+def decoder_legs() -> tuple:
+    comp = DecoderStepComponent()
+    case = comp.make_case(0, "random", seed=3)
+    return comp, case, comp.graph_outputs(case, "cpu"), comp.numpy_outputs(case), comp.torch_outputs(case, F64, "cpu")["torch"]
 
 
-def test_decoder_step_logits_equal_pybridge(decoder_run: dict) -> None:
-    assert_close(decoder_run["got"]["logits"], decoder_run["logits"])
+def test_decoder_step_graph_equals_pybridge_and_numpy(decoder_legs: tuple) -> None:
+    """Logits, every updated state and every MoE layer's router scores; the graph is fed the
+    NumPy prefix states and routes (`difftest.components.decoder`)."""
+    _, case, graph, numpy_, torch_ = decoder_legs
+    assert set(graph) == set(numpy_) <= set(torch_)
+    for name, want in torch_.items():
+        if name in graph and not name.endswith("route"):
+            assert_close(graph[name], want)
+            assert_close(numpy_[name], want)
 
 
-def test_decoder_step_states_equal_pybridge(decoder_run: dict) -> None:
-    got, cache, model, rec = decoder_run["got"], decoder_run["cache"], decoder_run["model"], decoder_run["rec"]
-    for i, (lay, st) in enumerate(zip(model.model.layers, cache.layers)):
-        p = f"layers.{i + 1}."
-        if lay.is_mla:
-            assert_close(got[p + "latent_cache_next"], st.latent[0])
-            assert_close(got[p + "shared_key_cache_next"], st.shared_key[0])
-        else:
-            assert_close(got[p + "heads_next"], st.recurrent[0])
-            rows_wd = torch.stack([got[p + f"window_next.{r}"] for r in range(3)])
-            assert_close(rows_wd, torch.stack(rec.seq_in[i][PAST - 2 :]))
-            assert_close(lay.self_attn.q_proj(rows_wd), st.conv_q[0])
+def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_legs: tuple) -> None:
+    comp, _, graph, numpy_, torch_ = decoder_legs
+    routes = [name for name in graph if name.endswith("route")]
+    assert len(routes) == 4  # MoE layers 2-5
+    for name in routes:
+        assert (graph[name] == torch_[name]).all() and (numpy_[name] == torch_[name]).all()
 
 
-def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_run: dict) -> None:
-    got, model, rec = decoder_run["got"], decoder_run["model"], decoder_run["rec"]
-    for i, route in rec.route.items():
-        gate = model.model.layers[i].block_sparse_moe.gate
-        scores_e = got[f"layers.{i + 1}.router_scores"]
-        want_e = torch.sigmoid(rec.gate_in[i] @ gate.weight.T) + gate.e_score_correction_bias
-        assert_close(scores_e, want_e)
-        assert select_top_k(scores_e[None], gate.top_k)[0].tolist() == route
-
-
-def test_decoder_step_other_route_changes_logits(decoder_run: dict) -> None:
+def test_decoder_step_other_route_changes_logits(decoder_legs: tuple) -> None:
     """Negative control: staging another expert in one slot of layer 2 moves the logits."""
-    route = {i: list(r) for i, r in decoder_run["rec"].route.items()}
-    route[1][1] = next(e for e in range(6) if e not in route[1])
-    other = run_decoder_step(routes=route)["got"]["logits"]
-    assert float((other - decoder_run["logits"]).abs().max()) > 1e-6
+    comp, case, graph, _, _ = decoder_legs
+    rows = comp.numpy_rows(case)
+    routes = [{i: list(dec.record[i + 1]["route"]) for i in range(5) if dec.record[i + 1]["route"]} for dec, _, _ in rows]
+    routes[0][1][1] = next(e for e in range(6) if e not in routes[0][1])
+    other = comp.graph_outputs(case, "cpu", routes=routes)["logits"]
+    assert float(abs(other[0] - graph["logits"][0]).max()) > 1e-6
 
 
 if __name__ == "__main__":
