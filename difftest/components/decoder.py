@@ -226,11 +226,13 @@ class DecoderStepComponent(Component):
         moe_comp = LatentMoEComponent()
         score_tol = tolerance(moe_comp.score_model({"d": model.config.hidden_size}), str(dtype).removeprefix("torch."))
         dense = ErrorModel(stores=14, accum=model.config.hidden_size + model.config.intermediate_size, amp=2.0)
-        attn, kda_m, mla_m, moe_m = (AttnResComponent().retrieval_model({"D": 24, "L": 5, "B": 3}),
+        cfg = model.config
+        attn, kda_m, mla_m, moe_m = (AttnResComponent().retrieval_model(
+                                         {"D": cfg.hidden_size, "L": cfg.num_hidden_layers, "B": cfg.attn_res_block_size}),
                                      KDALayerComponent().error_model({**KDALayerComponent.default_sizes, "P": 0, "T": 1}),
                                      MLAComponent().error_model({**MLAComponent.default_sizes, "P": 0, "T": sz["P"] + 1}),
                                      moe_comp.error_model(moe_comp.default_sizes))
-        norm = ErrorModel(stores=6, accum=24, amp=2.0)
+        norm = ErrorModel(stores=6, accum=cfg.hidden_size, amp=2.0)  # RMSNorm: mean of squares, sqrt, div, gain
         got: dict[str, list] = {}
         want: dict[str, list] = {}
         models: dict[str, ErrorModel] = {}
@@ -294,7 +296,8 @@ class DecoderStepComponent(Component):
                 x = round_to(dec.record["final_read"], dtype)
                 add("final_in", to_np(m.norm(dev(x))), ref.rms_norm(x, dec.cfg["rms_eps"], dec.p["final_norm.scale"]), norm)
                 x = round_to(dec.record["final_in"], dtype)
-                add("logits", to_np(model.lm_head(dev(x))), x @ dec.p["lm_head.weight"], ErrorModel(stores=3, accum=24, amp=1.0))
+                add("logits", to_np(model.lm_head(dev(x))), x @ dec.p["lm_head.weight"],
+                    ErrorModel(stores=3, accum=cfg.hidden_size, amp=1.0))  # a dot of length D
         exact = set(self.exact_outputs())
         return [LowpCheck("torch stage", "numpy", k, np.stack(got[k]), np.stack(want[k]), models[k], exact=k in exact,
                           note="; ".join(notes)) for k in got]

@@ -119,7 +119,7 @@ class KDARecurrenceComponent(Component):
             out[impl] = {"o": to_np(o), "state": to_np(s)}
         if lo == 0:
             s, outs = s0, []
-            for a, b in split_calls(case.sizes, 4):
+            for a, b in split_calls(case.sizes, torch_config().kda_conv_size):
                 o, s = kda.kda_chunked(*self._kernel_args(t, a, b, dtype, device), 1.0, s)
                 outs.append(o)
             out["torch_split"] = {"o": to_np(torch.cat(outs, 1)), "state": to_np(s)}
@@ -478,7 +478,7 @@ class MLAComponent(Component):
             y, c = m(xs, m.initial_state(xs.shape[0], xs))
             out["torch"] = {"y": to_np(y), **self.cache_out(c)}
             c, ys = m.initial_state(xs.shape[0], xs), []
-            for a, b in split_calls(case.sizes, 4):
+            for a, b in split_calls(case.sizes, torch_config().kda_conv_size):
                 y, c = m(xs[:, a:b], c)
                 ys.append(y)
             out["torch_split"] = {"y": to_np(torch.cat(ys, 1)), **self.cache_out(c)}
