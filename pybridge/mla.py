@@ -59,12 +59,13 @@ class GatedMLA(nn.Module):
         q = lin(self.q_b_proj, self.q_a_layernorm(lin(self.q_a_proj, x_btd))).view(B, T, H, self.nope + self.rope)
         q_content, q_shared = q.split([self.nope, self.rope], dim=-1)
         latent_new, shared_new = lin(self.kv_a_proj_with_mqa, x_btd).split([self.kv_rank, self.rope], dim=-1)
-        cache = MLACache(
-            torch.cat([cache.latent, self.kv_a_layernorm(latent_new).to(stored)], dim=1),
-            torch.cat([cache.shared_key, shared_new.to(stored)], dim=1),
-        )
-        S, P = cache.latent.shape[1], cache.latent.shape[1] - T
-        latent, shared_key = cache.latent.to(x_btd.dtype), cache.shared_key.to(x_btd.dtype)
+        latent_new = self.kv_a_layernorm(latent_new)
+        # attend over the stored cache and the new tokens' own (unrounded) entries; store them rounded
+        latent = torch.cat([cache.latent.to(x_btd.dtype), latent_new], dim=1)
+        shared_key = torch.cat([cache.shared_key.to(x_btd.dtype), shared_new], dim=1)
+        cache = MLACache(torch.cat([cache.latent, latent_new.to(stored)], dim=1),
+                         torch.cat([cache.shared_key, shared_new.to(stored)], dim=1))
+        S, P = latent.shape[1], latent.shape[1] - T
         kv = lin(self.kv_b_proj, latent).view(B, S, H, self.nope + self.vdim)
         k_content, v = kv.split([self.nope, self.vdim], dim=-1)
         scores_bhts = torch.einsum("bthc,bshc->bhts", q_content, k_content)

@@ -457,11 +457,13 @@ def _mla_forward(attend_first: bool = False, transpose_o: bool = False, mask_off
         q = lin(self.q_b_proj, self.q_a_layernorm(lin(self.q_a_proj, x))).view(B, T, H, self.nope + self.rope)
         q_content, q_shared = q.split([self.nope, self.rope], dim=-1)
         latent_new, shared_new = lin(self.kv_a_proj_with_mqa, x).split([self.kv_rank, self.rope], dim=-1)
-        new = mla.MLACache(torch.cat([cache.latent, self.kv_a_layernorm(latent_new).to(stored)], dim=1),
+        latent_new = self.kv_a_layernorm(latent_new)
+        new = mla.MLACache(torch.cat([cache.latent, latent_new.to(stored)], dim=1),
                            torch.cat([cache.shared_key, shared_new.to(stored)], dim=1))
-        seen = cache if attend_first else new  # the bug: attend over the cache before appending
-        S, P = seen.latent.shape[1], cache.latent.shape[1]
-        lat, sh = seen.latent.to(x.dtype), seen.shared_key.to(x.dtype)
+        lat, sh = cache.latent.to(x.dtype), cache.shared_key.to(x.dtype)
+        if not attend_first:  # the bug: attend over the cache before appending
+            lat, sh = torch.cat([lat, latent_new], 1), torch.cat([sh, shared_new], 1)
+        S, P = lat.shape[1], cache.latent.shape[1]
         kv = lin(self.kv_b_proj, lat).view(B, S, H, self.nope + self.vdim)
         k_content, v = kv.split([self.nope, self.vdim], dim=-1)
         scores = torch.einsum("bthc,bshc->bhts", q_content, k_content)
