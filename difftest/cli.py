@@ -1,8 +1,10 @@
 """`difftest`: differential testing of the Lean reference, exported graphs and the torch model.
 
-    difftest run                         # every component, defaults (the README's main job, CI)
+    difftest run                         # every component, one case per input kind (the README's main job, CI)
     difftest run --component mla --cases 10 --seed 3 --dtype float64 --report build/difftest
-    difftest list                        # components, their input kinds and graph exports
+    difftest run --thorough              # three cases per kind, wider batches and prefixes
+    difftest list                        # components, their input kinds, references and graph exports
+    difftest replay build/difftest/summary.json   # rerun the exact inputs of each reported failure
 """
 
 from __future__ import annotations
@@ -33,17 +35,24 @@ def main() -> None:
 
 @main.command("list")
 def list_components() -> None:
-    """The registered components."""
+    """The registered components: input kinds, float64 references, graph export, Lean leg."""
     for name, comp in _components().items():
         graph = comp.graph_file or "none yet"
         lean_note = "default run" if comp.lean_default else ("with --lean-all" if comp.template else "none")
-        click.echo(f"{name:15} {comp.summary}\n{'':15} kinds: {', '.join(comp.kinds)}; graph: {graph}; Lean: {lean_note}")
+        refs = comp.references()
+        refs_note = ", ".join(refs) if refs else "none: torch paths only (no independent reference)"
+        click.echo(f"{name:15} {comp.summary}")
+        click.echo(f"{'':15} references: {refs_note}; graph: {graph}; Lean: {lean_note}")
+        for kind, what in comp.kinds.items():
+            click.echo(f"{'':15}   kind {kind:9} {what}")
 
 
 @main.command("run")
 @click.option("--component", "components", multiple=True, metavar="NAME",
               help="Component to test (repeatable; default: all). See `difftest list`.")
-@click.option("--cases", default=4, show_default=True, type=click.IntRange(1, 1000), help="Cases per component.")
+@click.option("--cases", default=None, type=click.IntRange(1, 1000),
+              help="Cases per component (default: one of each input kind; kinds cycle).")
+@click.option("--thorough", is_flag=True, help="Wider profile: three cases per kind, larger batches and prefixes.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the input generators.")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice([*DTYPES, "all"]),
               help="Precision(s) of the torch runs (repeatable; default: all). float64 runs the three-way check.")
@@ -59,7 +68,7 @@ def list_components() -> None:
 @click.option("--no-lean", is_flag=True, help="Skip the Lean reference (graph vs torch only).")
 @click.option("--no-cache", is_flag=True, help="Run Lean even for cases in the cache.")
 @click.option("--no-shrink", is_flag=True, help="Do not shrink failing cases.")
-def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases, lean_all, no_lean, no_cache,
+def run_command(components, cases, thorough, seed, dtypes, device, report_dir, lean_cases, lean_all, no_lean, no_cache,
                 no_shrink) -> None:
     """Run the differential test; exit status 1 when any comparison fails."""
     registry = _components()
@@ -84,7 +93,7 @@ def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases,
     try:
         result = run(chosen, cases, seed, dts, device, use_lean=not no_lean and lean_cases > 0,
                      use_cache=not no_cache, shrink=not no_shrink, lean_cases=lean_cases, lean_all=lean_all,
-                     progress=_say)
+                     thorough=thorough, progress=_say)
     except lean.LeanEvaluationError as exc:
         raise click.ClickException(str(exc)) from exc
     for r in result.results:
@@ -100,6 +109,27 @@ def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases,
                f"{time.monotonic() - start:.1f} s (Lean {result.lean_record['seconds']} s, "
                f"{result.lean_record['ran']} evaluated, {result.lean_record['cached']} cached)")
     sys.exit(0 if result.passed else 1)
+
+
+@main.command("replay")
+@click.argument("summary", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--device", default="cpu", show_default=True, help="torch device.")
+def replay_command(summary: Path, device: str) -> None:
+    """Rerun the exact inputs of every failure in a `summary.json` (no Lean); exit status 1 when
+    any still fails."""
+    import json
+
+    from difftest import report
+    from difftest.runner import replay
+
+    doc = json.loads(summary.read_text(encoding="utf-8"))
+    still = 0
+    for failure in doc.get("failures", []):
+        r = replay(failure["reproducer"], device=device)
+        still += not r.passed
+        click.echo(report.diff_text(r) if not r.passed else f"now passes: {r.case.label}")
+    click.echo(f"replayed {len(doc.get('failures', []))} failure(s): {still} still fail")
+    sys.exit(1 if still else 0)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_STORE, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`gpu` tests are skipped where torch sees no CUDA device."""
+    import torch
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA device")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _lean_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a Lean process (every one goes through `k3spec.leanrun.run`) must be
+    marked `lean`, so that `pytest -m "not lean"` never waits for the toolchain."""
+    if request.node.get_closest_marker("lean") is None:
+        from k3spec import leanrun
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            pytest.fail(f"{request.node.nodeid} starts a Lean process: mark it `@pytest.mark.lean`")
+
+        monkeypatch.setattr(leanrun, "run", refuse)
+
+
 @pytest.fixture(scope="session")
 def tc() -> toolchain.Toolchain:
     """The installed toolchain; a missing one is a failure, not a skip."""
@@ -44,6 +68,16 @@ def library_build(tc: toolchain.Toolchain) -> build.BuildResult:
         f"({tc.kind} toolchain, peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB)\n"
     )
     return result
+
+
+@pytest.fixture(scope="session")
+def fresh_exports() -> dict[str, str]:
+    """The text of every graph of `codegen/exports.toml`, freshly exported from the library
+    (`k3spec export`'s code, once per session: every test that reads an export shares its Lean
+    runs), by name."""
+    from codegen.export import export
+
+    return export(REPO)
 
 
 def copy_library(dest: Path) -> Path:
