@@ -2,6 +2,7 @@
 
 The session uses a fresh object store (under /tmp, where the offline Lean can see it), so the
 first build checks every module for real, whatever earlier runs left in the user cache.
+`K3SPEC_TEST_STORE` names it (it must not exist yet); it is then kept for later commands.
 """
 
 from __future__ import annotations
@@ -14,14 +15,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-_STORE = Path(tempfile.mkdtemp(prefix="k3spec-test-store-", dir="/tmp"))
+# CI (`.ci/run`) names a store that does not exist yet, so that its later `k3spec report` reuses
+# the session's objects; otherwise the session makes its own and removes it at the end.
+_GIVEN = os.environ.get("K3SPEC_TEST_STORE")
+if _GIVEN and Path(_GIVEN).exists():
+    raise SystemExit(f"K3SPEC_TEST_STORE={_GIVEN} exists: the session's first build must be uncached")
+_STORE = Path(_GIVEN) if _GIVEN else Path(tempfile.mkdtemp(prefix="k3spec-test-store-", dir="/tmp"))
 os.environ["K3SPEC_BUILD_CACHE"] = str(_STORE / "objects")
 
 from k3spec import build, toolchain  # noqa: E402  (import after the cache is chosen)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    shutil.rmtree(_STORE, ignore_errors=True)
+    if not _GIVEN:
+        shutil.rmtree(_STORE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
