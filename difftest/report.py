@@ -70,6 +70,7 @@ def summary(run: RunResult) -> dict:
         s["failed_cases"] += 0 if r.passed else 1
         s["comparisons"] += len(r.comparisons)
         s["implementations"].update(r.f64)
+        s["implementations"].update(c.impl for c in r.comparisons if c.impl.startswith("impl:"))
         for c in r.comparisons:
             if c.tol > 0 and math.isfinite(c.ratio):
                 s["worst_ratio"][c.dtype] = max(s["worst_ratio"].get(c.dtype, 0.0), c.ratio)
@@ -88,7 +89,8 @@ def summary(run: RunResult) -> dict:
             "case": r.case.label,
             "comparisons": [_row(c) for c in r.failures()],
             "diff": diff_text(r, shrunk),
-            "reproducer": {**(shrunk or r).case.reproducer(), "dtypes": sorted({c.dtype for c in (shrunk or r).failures()})},
+            "reproducer": {**(shrunk or r).case.reproducer(), "dtypes": sorted({c.dtype for c in (shrunk or r).failures()}),
+                           "impls": run.options.get("impls", []), "pybridge": run.options.get("pybridge", True)},
             "original_reproducer": r.case.reproducer() if shrunk else None,
         })
     return {

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from difftest import lean
+from difftest.adapters import Impl, legs
 from difftest.case import Case
 from difftest.compare import DTYPES, Comparison, compare, tolerance
 from difftest.components import COMPONENTS, Component
@@ -66,8 +67,11 @@ def _safe(fn: Callable[[], object], what: str) -> tuple[object | None, str]:
 
 
 def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
-                  lean_out: dict[str, np.ndarray] | None) -> CaseResult:
-    """All legs of one case and their comparisons."""
+                  lean_out: dict[str, np.ndarray] | None, adapters: tuple[Impl, ...] = (),
+                  pybridge: bool = True) -> CaseResult:
+    """All legs of one case and their comparisons; each adapter covering `comp` is one more leg
+    (its column `impl:<name>`, `difftest.adapters.legs`); `pybridge` False leaves out the torch
+    model's legs (an adapter check: the NumPy, graph and Lean legs stay)."""
     res = CaseResult(comp.name, case)
     exact = set(comp.exact_outputs())
 
@@ -86,11 +90,22 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
             raised("float64", "graph", err)
         else:
             impls["graph"] = out
-    out, err = _safe(lambda: comp.torch_outputs(case, torch.float64, device), "torch (float64)")
-    if out is None:
-        raised("float64", "torch", err)
-    else:
-        impls.update(out)
+    if pybridge:
+        out, err = _safe(lambda: comp.torch_outputs(case, torch.float64, device), "torch (float64)")
+        if out is None:
+            raised("float64", "torch", err)
+        else:
+            impls.update(out)
+    covering = [a for a in adapters if comp.name in a.covered()]
+    for a in covering:
+        if "float64" not in a.dtypes or "float64" not in dtypes:
+            continue
+        out, err = _safe(lambda a=a: legs.call_impl(a, comp, case, torch.float64, device, set(impls.get("numpy", ()))),
+                         f"{a.column} (float64)")
+        if out is None:
+            raised("float64", a.column, err)
+        else:
+            impls[a.column] = out
     res.f64 = dict(impls)
     tol64 = tolerance(comp.error_model(case.sizes), "float64")
     if "float64" in dtypes:
@@ -110,7 +125,7 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
     for dtype in dtypes:
         if dtype == "float64":
             continue
-        checks, err = _safe(lambda d=DTYPES[dtype]: comp.lowp_checks(case, d, device), f"{dtype} run")
+        checks, err = _safe(lambda d=DTYPES[dtype]: comp.lowp_checks(case, d, device) if pybridge else [], f"{dtype} run")
         if checks is None:
             raised(dtype, "torch", err)
             continue
@@ -119,7 +134,17 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
                         tolerance(chk.model, dtype), chk.exact, metric="l2")
             c.note = c.note or chk.note
             res.comparisons.append(c)
-        info = getattr(comp, "info", None)
+        for a in covering:
+            if dtype not in a.dtypes:
+                continue
+            checks, err = _safe(lambda d=DTYPES[dtype], a=a: legs.lowp_checks(a, comp, case, d, device), f"{a.column} ({dtype})")
+            if checks is None:
+                raised(dtype, a.column, err)
+                continue
+            for chk in checks:
+                res.comparisons.append(compare(comp.name, case.index, case.kind, dtype, chk.impl, chk.ref, chk.output,
+                                               chk.got, chk.want, tolerance(chk.model, dtype), chk.exact, metric="l2"))
+        info = getattr(comp, "info", None) if pybridge else None
         if info is not None:
             figures, err = _safe(lambda d=DTYPES[dtype]: info(case, d, device), f"{dtype} whole-model figures")
             res.info[dtype] = figures if figures is not None else {"error": err}
@@ -169,9 +194,11 @@ def lean_items(items: list[tuple[Component, Case]]) -> list[tuple[int, Component
 def run(components: list[str], cases: int | None = None, seed: int = 0,
         dtypes: list[str] = ("float64", "float32", "bfloat16"), device: str = "cpu", use_lean: bool = True,
         use_cache: bool = True, shrink: bool = True, lean_cases: int | None = None, lean_all: bool = True,
-        thorough: bool = False, progress: Progress = lambda s: None) -> RunResult:
-    """Run the differential test. Lean evaluates the first `lean_cases` cases (all when None) of
-    each component (only of those with `lean_default` unless `lean_all`; never of those without a
+        thorough: bool = False, progress: Progress = lambda s: None, adapters: tuple[Impl, ...] = (),
+        pybridge: bool = True) -> RunResult:
+    """Run the differential test; each of `adapters` is a further leg of the components it
+    covers (`pybridge` False: without the torch model's legs). Lean evaluates the first
+    `lean_cases` cases (all when None) of each component (only of those with `lean_default` unless `lean_all`; never of those without a
     Lean template); the other cases are checked against the graph and NumPy references."""
     start = time.monotonic()
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
@@ -190,7 +217,7 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     results = []
     for (comp, case), lo in zip(items, lean_outs):
         t0 = time.monotonic()
-        r = evaluate_case(comp, case, dtypes, device, lo)
+        r = evaluate_case(comp, case, dtypes, device, lo, adapters, pybridge)
         worst = max((c.ratio for c in r.comparisons if c.tol > 0), default=0.0)
         progress(f"  {case.label}: {'ok' if r.passed else 'FAIL'} ({len(r.comparisons)} comparisons, "
                  f"worst error/tolerance {worst:.2g}, {time.monotonic() - t0:.1f} s)")
@@ -198,16 +225,18 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     shrunk: dict[tuple[str, int], CaseResult] = {}
     failed = [r for r in results if not r.passed]
     if shrink and failed:
-        shrunk = shrink_failures(failed, dtypes, device, use_lean, use_cache, progress)
+        shrunk = shrink_failures(failed, dtypes, device, use_lean, use_cache, progress, adapters, pybridge)
     return RunResult(
         {"components": components, "cases": cases, "seed": seed, "dtypes": dtypes, "device": device, "lean": use_lean,
-         "lean_cases": lean_cases, "lean_all": lean_all, "cache": use_cache, "shrink": shrink, "thorough": thorough},
+         "lean_cases": lean_cases, "lean_all": lean_all, "cache": use_cache, "shrink": shrink, "thorough": thorough,
+         "impls": [a.spec for a in adapters], "pybridge": pybridge},
         results, shrunk, record, round(time.monotonic() - start, 1),
     )
 
 
 def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, use_lean: bool, use_cache: bool,
-                    progress: Progress) -> dict[tuple[str, int], CaseResult]:
+                    progress: Progress, adapters: tuple[Impl, ...] = (),
+                    pybridge: bool = True) -> dict[tuple[str, int], CaseResult]:
     """For each failing case, the most reduced candidate that still fails the same way (one Lean
     batch for all candidates)."""
     plan = []
@@ -231,15 +260,22 @@ def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, us
         key = (r.component, r.case.index)
         if key in best:
             continue
-        cr = evaluate_case(comp, cand, sorted({d for d, _ in signature}), device, lo)
+        cr = evaluate_case(comp, cand, sorted({d for d, _ in signature}), device, lo, adapters, pybridge)
         if any((c.dtype, c.impl) in signature for c in cr.failures()):
             best[key] = cr
             progress(f"  {r.case.label} shrinks to {cand.label}")
     return best
 
 
-def replay(reproducer: dict, dtypes: list[str] | None = None, device: str = "cpu") -> CaseResult:
-    """Evaluate the exact case of a `summary.json` reproducer again (no Lean)."""
+def replay(reproducer: dict, dtypes: list[str] | None = None, device: str = "cpu",
+           adapters: tuple[Impl, ...] | None = None) -> CaseResult:
+    """Evaluate the exact case of a `summary.json` reproducer again (no Lean), with the adapters
+    it names (`impls`) unless `adapters` is given."""
+    from difftest.adapters import load
+
     comp = COMPONENTS[reproducer["component"]]
     case = Case.from_reproducer(reproducer)
-    return evaluate_case(comp, case, dtypes or reproducer.get("dtypes") or list(DTYPES), device, None)
+    if adapters is None:
+        adapters = tuple(load(spec) for spec in reproducer.get("impls", []))
+    return evaluate_case(comp, case, dtypes or reproducer.get("dtypes") or list(DTYPES), device, None, adapters,
+                         reproducer.get("pybridge", True))
