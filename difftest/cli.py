@@ -171,13 +171,17 @@ def replay_command(summary: Path, device: str, impls) -> None:
     import json
 
     from difftest import report
+    from difftest.adapters import AdapterError
     from difftest.runner import replay
 
     doc = json.loads(summary.read_text(encoding="utf-8"))
     adapters = _load_impls(impls) if impls else None
     still = 0
     for failure in doc.get("failures", []):
-        r = replay(failure["reproducer"], device=device, adapters=adapters)
+        try:
+            r = replay(failure["reproducer"], device=device, adapters=adapters)
+        except AdapterError as exc:
+            raise click.ClickException(f"{summary}: {exc} (give the implementation with --impl)") from exc
         still += not r.passed
         click.echo(report.diff_text(r) if not r.passed else f"now passes: {r.case.label}")
     click.echo(f"replayed {len(doc.get('failures', []))} failure(s): {still} still fail")

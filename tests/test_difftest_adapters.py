@@ -115,6 +115,38 @@ def test_toy_example_conforms_at_float64_and_a_swapped_cap_is_caught():
     assert bad and not any(c.passed for c in bad)
 
 
+class PybridgeLayers:
+    """pybridge's own layers wrapped as a user would wrap theirs: built from `call.config()`,
+    loaded from `call.hub()` (the hub-name path of the protocol)."""
+
+    name = "pybridge-as-user"
+
+    @staticmethod
+    def _run(module, call):
+        module = module.to(call.dtype)
+        module.load_state_dict(call.hub())
+        xs = call.tensors["xs"]
+        y, _ = module(xs, module.initial_state(xs.shape[0], xs))
+        return {"y": y}
+
+    def kda_layer(self, call):
+        from pybridge.kda import KimiDeltaAttention
+
+        return self._run(KimiDeltaAttention(call.config()), call)
+
+    def mla(self, call):
+        from pybridge.mla import GatedMLA
+
+        return self._run(GatedMLA(call.config()), call)
+
+
+@pytest.mark.parametrize("component", ["kda_layer", "mla"])
+def test_hub_names_and_config_reach_a_layer_adapter(component):
+    comps = evaluate(load(PybridgeLayers()), component, ("random",), ["float64", "bfloat16"])
+    assert {c.ref for c in comps if c.dtype == "float64"} >= {"numpy", "graph"}
+    assert all(c.passed for c in comps) and {c.dtype for c in comps} == {"float64", "bfloat16"}
+
+
 # --- the built-in adapters ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", CPU_BUILTINS)
@@ -164,6 +196,9 @@ def test_planted_bug_reproducer_replays(tmp_path):
     assert not replayed.passed and {c.impl for c in replayed.failures()} == {"impl:kimi-linear-chunk-shifted-decay"}
     ok = runner.replay(failure["reproducer"], adapters=(load("kimi-linear-chunk"),))
     assert ok.passed
+    cli = CliRunner().invoke(main, ["replay", str(json_path)])
+    assert cli.exit_code == 1 and "replayed 1 failure(s): 1 still fail" in cli.output
+    assert CliRunner().invoke(main, ["replay", str(json_path), "--impl", "kimi-linear-chunk"]).exit_code == 0
 
 
 # --- CLI and pytest plugin --------------------------------------------------------------------------
