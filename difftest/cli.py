@@ -134,6 +134,9 @@ def run_command(components, cases, thorough, seed, dtypes, device, report_dir, l
                                  "(`difftest list --impl`)", param_hint="--impl")
     chosen = list(components) or covered or list(registry)
     dts = list(DTYPES) if not dtypes or "all" in dtypes else list(dict.fromkeys(dtypes))
+    for a in adapters:
+        if not set(a.dtypes) & set(dts):
+            raise click.BadParameter(f"{a.name} runs at {', '.join(a.dtypes)} only; none of them requested", param_hint="--dtype")
 
     from difftest import lean, report
     from difftest.runner import run

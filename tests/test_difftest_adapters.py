@@ -78,6 +78,7 @@ def test_entry_point_group_finds_an_installed_adapter(tmp_path, monkeypatch):
     (dist / "entry_points.txt").write_text("[difftest.impls]\nmy-toy = k3_toy:adapter\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     impl = load("my-toy")
+    assert impl.name == "toy" and load("k3_toy:ToyK3").covered().keys() == impl.covered().keys()
     assert impl.name == "toy" and set(impl.covered()) == {"kda_recurrence", "expert"}
     assert impl.not_covered() == {"mla": "the toy has no attention"}
 
@@ -211,6 +212,8 @@ def test_cli_list_impl_shows_covered_and_not_covered_with_reasons():
     assert "dtypes: float32, bfloat16" in out.output
     bad = CliRunner().invoke(main, ["run", "--no-lean", "--impl", "k3_toy:missing"])
     assert bad.exit_code == 2 and "has no attribute 'missing'" in bad.output
+    bad = CliRunner().invoke(main, ["run", "--no-lean", "--impl", "fla-naive-chunk", "--dtype", "float64"])
+    assert bad.exit_code == 2 and "fla-naive-chunk runs at float32, bfloat16 only" in bad.output
 
 
 def test_cli_run_impl_green_on_the_toy():

@@ -217,8 +217,8 @@ def load(spec: str | object) -> Impl:
             if not hasattr(obj, part):
                 raise AdapterError(f"adapter {spec!r}: module {module_name!r} has no attribute {attr!r}")
             obj = getattr(obj, part)
-    if callable(obj) and not any(hasattr(obj, c) for c in CONTRACTS):
-        obj = obj()  # a factory
+    if isinstance(obj, type) or (callable(obj) and not any(hasattr(obj, c) for c in CONTRACTS)):
+        obj = obj()  # a class or a factory
     return check(Impl(obj, spec))
 
 
