@@ -96,6 +96,7 @@ def summary(run: RunResult) -> dict:
     return {
         "format": "difftest.report.v1",
         "passed": run.passed,
+        "adapters": adapter_columns(run),
         "options": run.options,
         "seconds": run.seconds,
         "lean": run.lean_record,
@@ -103,6 +104,25 @@ def summary(run: RunResult) -> dict:
         "failures": failures,
         "comparisons": [_row(c) for r in run.results for c in r.comparisons],
     }
+
+
+def adapter_columns(run: RunResult) -> dict[str, dict[str, dict]]:
+    """Per adapter column (`impl:<name>`) and component: comparisons, failures, and the worst
+    error / tolerance per dtype (the report's "Implementations under test" table)."""
+    cols: dict[str, dict[str, dict]] = {}
+    for r in run.results:
+        for c in r.comparisons:
+            if not c.impl.startswith("impl:"):
+                continue
+            s = cols.setdefault(c.impl, {}).setdefault(r.component, {"comparisons": 0, "failed": 0, "worst_ratio": {}})
+            s["comparisons"] += 1
+            s["failed"] += not c.passed
+            ratio = c.ratio if math.isfinite(c.ratio) else math.inf
+            s["worst_ratio"][c.dtype] = max(s["worst_ratio"].get(c.dtype, 0.0), ratio)
+    for comps in cols.values():
+        for s in comps.values():
+            s["worst_ratio"] = {d: _num(v) for d, v in s["worst_ratio"].items()}
+    return cols
 
 
 def _row(c: Comparison) -> dict:

@@ -190,8 +190,13 @@ def test_planted_bug_reproducer_replays(tmp_path):
     result = runner.run(["kda_recurrence"], 1, 0, ["float32"], "cpu", use_lean=False, adapters=(load(spec),),
                         pybridge=False)
     assert not result.passed and result.shrunk
-    json_path, _ = report.write(result, tmp_path)
-    (failure,) = json.loads(json_path.read_text())["failures"]
+    json_path, html_path = report.write(result, tmp_path)
+    doc = json.loads(json_path.read_text())
+    column = doc["adapters"]["impl:kimi-linear-chunk-shifted-decay"]["kda_recurrence"]
+    assert column["failed"] == 2 and column["worst_ratio"]["float32"] > 1e4
+    assert "impl:kimi-linear-chunk-shifted-decay" in doc["components"]["kda_recurrence"]["implementations"]
+    assert "Implementations under test" in html_path.read_text()
+    (failure,) = doc["failures"]
     assert failure["reproducer"]["impls"] == [spec]
     replayed = runner.replay(failure["reproducer"])
     assert not replayed.passed and {c.impl for c in replayed.failures()} == {"impl:kimi-linear-chunk-shifted-decay"}
