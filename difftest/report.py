@@ -112,9 +112,10 @@ def adapter_columns(run: RunResult) -> dict[str, dict[str, dict]]:
     cols: dict[str, dict[str, dict]] = {}
     for r in run.results:
         for c in r.comparisons:
-            if not c.impl.startswith("impl:"):
+            col = next((x for x in (c.impl, c.ref) if x.startswith("impl:")), None)  # the Lean leg has it as ref
+            if col is None:
                 continue
-            s = cols.setdefault(c.impl, {}).setdefault(r.component, {"comparisons": 0, "failed": 0, "worst_ratio": {}})
+            s = cols.setdefault(col, {}).setdefault(r.component, {"comparisons": 0, "failed": 0, "worst_ratio": {}})
             s["comparisons"] += 1
             s["failed"] += not c.passed
             ratio = c.ratio if math.isfinite(c.ratio) else math.inf
