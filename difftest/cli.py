@@ -82,6 +82,9 @@ def _list_impls(impls: tuple) -> None:
             if comp in covered:
                 extra = f" (float64 only: {FLOAT64_ONLY[comp]})" if comp in FLOAT64_ONLY else ""
                 click.echo(f"  {comp:15} implemented{extra}: returns {', '.join(contract.outputs)}")
+                click.echo(f"  {'':15}   receives {contract.inputs}; returns "
+                           + ", ".join(f"{k} {v}" + (" (required)" if k in contract.primary else "")
+                                       for k, v in contract.outputs.items()))
             elif comp in missing:
                 click.echo(f"  {comp:15} not covered: {missing[comp]}")
             else:
