@@ -80,27 +80,9 @@ def render_body(component, case: Case, key: str) -> str:
     return template.render(T=refs, off=refs.offsets, key=key, case=case, s=case.sizes, **component.lean_context(case))
 
 
-#: `Seq.memoFn` (Sequence/Kernel.lean) builds its array in a `let` before the closure; the
-#: compiler floats that `let` into the closure, so every read rebuilds the array and nested
-#: memoized states cost exponential time (a 6-token KDA scan ran for minutes). Core's `memoFn`
-#: avoids this with the `@[noinline] readArray` helper; the bundle gives `Seq.memoFn` the same
-#: definitionally equal form. Applied only while the library still has the old text.
-MEMO_OLD = """/-- `f` with its values computed once and stored in an array. -/
-def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
-  let a := buildArray f n (Nat.le_refl n)
-  fun i => if h : i.val < a.size then a[i.val] else f i"""
-MEMO_NEW = """/-- (difftest bundle) Read `f i` from `a`; not inlined, so `a` is built once. -/
-@[noinline] def memoRead {n : Nat} (a : Array β) (f : Fin n → β) : Fin n → β :=
-  fun i => if h : i.val < a.size then a[i.val] else f i
-
-/-- `f` with its values computed once and stored in an array. -/
-def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
-  memoRead (buildArray f n (Nat.le_refl n)) f"""
-
-
 def library_bundle(targets: tuple[str, ...]) -> str:
-    """The library modules `targets` need, as one file (with the `Seq.memoFn` evaluation fix)."""
-    return bundle(REPO, dependency_order(REPO, targets)).replace(MEMO_OLD, MEMO_NEW)
+    """The library modules `targets` need, as one file: exactly the checked sources."""
+    return bundle(REPO, dependency_order(REPO, targets))
 
 
 def _sources_hash(targets: tuple[str, ...]) -> str:

@@ -6,8 +6,8 @@ and each module's outputs are kept in a content-addressed object store. A module
 toolchain identity, the Lean options, its name and source, and its dependencies' keys, so a
 module is rebuilt exactly when it or something it imports changed, in any checkout.
 
-Any error, any declaration that uses `sorry`, and any `sorry`/`admit`/`axiom`/`native_decide`
-in the sources fails the build. Diagnostics are printed as `path:line:col: severity: message`.
+Any error, any warning (linters included, `warnings_fail`), any declaration that uses `sorry`,
+and any `sorry`/`admit`/`axiom`/`native_decide` in the sources fails the build. Diagnostics are printed as `path:line:col: severity: message`.
 """
 
 from __future__ import annotations
@@ -126,6 +126,20 @@ def _parse_diagnostics(result: leanrun.LeanResult, mod: Module) -> list[Diagnost
     return diags
 
 
+def warnings_fail(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """`diagnostics` with every warning made an error: the library builds with zero warnings.
+
+    Applied to fresh and cached diagnostics alike, so a stored module with a warning (built before
+    this rule) still fails the build until its source is fixed.
+    """
+    return [
+        Diagnostic(d.path, d.line, d.column, "error", f"{d.message.rstrip()}\n(warnings fail the build)")
+        if d.severity == "warning"
+        else d
+        for d in diagnostics
+    ]
+
+
 def _olean_rel(name: str) -> Path:
     return Path(*name.split("."))
 
@@ -228,8 +242,12 @@ def worker_count(todo: int, jobs: int) -> int:
     """How many long-lived workers a build of `todo` modules starts: none for fewer than
     `WORKER_MIN_MODULES` (a plain process starts faster than a worker), else one per
     `WORKER_MIN_MODULES` modules up to `jobs`. `K3SPEC_BUILD_WORKERS` overrides it: `0` checks
-    every module with a plain process, `N` starts `min(N, jobs)` workers whatever the count."""
-    raw = os.environ.get("K3SPEC_BUILD_WORKERS", "auto")
+    every module with a plain process, `N` starts `min(N, jobs)` workers whatever the count.
+
+    The default is `0`: on the 2-core machine a worker (which imports Lean's own elaborator) took
+    75-145 s to start and often died after its first job, so a full build with workers took 78
+    minutes against about 9 with plain processes (docs/benchmarks.md); `auto` is opt-in."""
+    raw = os.environ.get("K3SPEC_BUILD_WORKERS", "0")
     if raw != "auto":
         if not raw.isdigit():
             raise ValueError(f"K3SPEC_BUILD_WORKERS must be `auto` or a number, got {raw!r}")
@@ -376,6 +394,7 @@ def _build_locked(
     result.failed = sorted(failed)
     result.wall_s = time.monotonic() - t0
     result.peak_rss_mb = max(checkers.peak_rss_mb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    result.diagnostics = warnings_fail(result.diagnostics)
     result.ok = not failed and not result.skipped and not any(d.severity == "error" for d in result.diagnostics)
     return result
 
@@ -391,7 +410,7 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
         return result
     result.diagnostics.extend(_forbidden_diagnostics(modules))
     lake = shutil.which("lake") or str(Path(tc.lean).with_name("lake"))
-    proc = subprocess.run([lake, "build"], cwd=root, text=True, capture_output=True)
+    proc = subprocess.run([lake, "build", "--wfail"], cwd=root, text=True, capture_output=True)
     if not quiet:
         print(proc.stdout, end="", flush=True)
         print(proc.stderr, end="", file=sys.stderr, flush=True)

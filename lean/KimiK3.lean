@@ -18,6 +18,7 @@ public import KimiK3.Core.GraphEval
 public import KimiK3.Core.Examples
 public import KimiK3.Core.GraphExamples
 public import KimiK3.Core.Json
+public import KimiK3.Core.NamedVars
 public import KimiK3.Channel
 public import KimiK3.Sequence
 public import KimiK3.Depth

@@ -79,6 +79,26 @@ def test_sorry_fails_in_lean_and_in_the_source_scan(library_build, tmp_path) -> 
     assert any(":6:8: error: declaration uses `sorry`" in line for line in lines), proc.stderr
 
 
+def test_warning_fails_the_build_fresh_and_cached(tc, tmp_path) -> None:
+    """A linter warning is a build failure, when the module is built and when it comes from the cache."""
+    root = tmp_path / "lib"
+    (root / SMOKE).mkdir(parents=True)
+    for name in ("lakefile.lean", "lean-toolchain"):
+        (root / name).write_text((REPO / name).read_text())
+    (root / "lean" / "KimiK3.lean").write_text("module\n\npublic import KimiK3.Smoke.Noisy\n")
+    (root / SMOKE / "Noisy.lean").write_text(
+        "module\n\n@[expose] public section\n\n/-- A fact proved with an unused simp argument. -/\n"
+        "theorem noisy (n : Nat) : n + 0 = n := by\n  simp [Nat.mul_comm]\n"
+    )
+    for attempt in ("fresh", "cached"):
+        proc = _cli_build(root)
+        assert proc.returncode == 1, (attempt, proc.stdout, proc.stderr)
+        assert f"{SMOKE}/Noisy.lean:7:8: error: This simp argument is unused" in proc.stderr, (attempt, proc.stderr)
+        assert "(warnings fail the build)" in proc.stderr
+        assert "build FAILED" in proc.stdout
+    assert "0 built, 2 up to date" in proc.stdout  # the second run took both modules from the cache
+
+
 def test_broken_module_skips_its_dependents(library_build, tc, tmp_path) -> None:
     root = copy_library(tmp_path / "lib")
     path = root / SMOKE / "Double.lean"

@@ -1,12 +1,11 @@
-"""AttnRes (lean/KimiK3/Depth): Float checks and the graph export, run in Lean.
+"""AttnRes (lean/KimiK3/Depth): Float results and the graph export, run in Lean.
 
-`lean/KimiK3/Depth/float_checks.eval` `#guard`s the hand-computed cases (equal scores give the
-average; scores ±ln 3 / 2 give weights 3/4, 1/4; block size 3 folds the partial block after
-three commits; 93 layers at B = 12 give 9 sources) and prints Float bits of two results, which
-are compared here with an independent computation in Python (`math`, `fractions`). The graph
-export `attnres_tiny` (3 sources, d = 24, eps 2e-5 = the tiny `attn_res_norm_eps`) is validated with `codegen.export`.
-
-`python tests/test_depth.py` rewrites `fixtures/graphs/attnres_tiny.json`.
+`tests/lean/DepthChecks.lean` `#guard`s the hand-computed cases (equal scores give the average;
+scores ±ln 3 / 2 give weights 3/4, 1/4; block size 3 folds the partial block after three
+commits; 93 layers at B = 12 give 9 sources) and prints Float bits of two results, which are
+compared here with an independent computation in Python (`math`, `fractions`). The graph export
+`attnres_tiny` (3 sources, d = 24, eps 2e-5 = the tiny `attn_res_norm_eps`; the session's fresh `k3spec export`,
+`conftest.fresh_exports`) has the expected signature and nodes.
 """
 
 from __future__ import annotations
@@ -22,34 +21,27 @@ import pytest
 
 import torch
 
-from codegen.bundle import bundle, dependency_order, run_lean
-from codegen.export import load_schema, validate
+from lean_checks import CHECKS, run_check_file
 from pybridge.attnres import DepthState, retrieve
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKS = REPO / "lean" / "KimiK3" / "Depth" / "float_checks.eval"
 TARGETS = ("KimiK3.Core.Json", "KimiK3.Depth.Graph")
 EXPORT = "attnres_tiny"
 F64 = torch.float64
 
 
 @lru_cache(maxsize=1)
-def run() -> tuple[dict[str, list[float]], dict[str, dict]]:
-    """One Lean run of the checks (a failing `#guard` is an error): check values and exports."""
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + CHECKS.read_text(encoding="utf-8")
+def check_values() -> dict[str, list[float]]:
+    """The Float bits printed by `tests/lean/DepthChecks.lean` (whose `#guard`s pass), by name."""
     checks: dict[str, list[float]] = {}
-    docs: dict[str, dict] = {}
-    for message in run_lean(source, "DepthChecks"):
+    for message in run_check_file(CHECKS / "DepthChecks.lean"):
         if message.severity == "information" and message.text.lstrip().startswith("{"):
             doc = json.loads(message.text)
-            if "check" in doc:
-                checks[doc["check"]] = [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in doc["bits"]]
-            else:
-                docs[doc["name"]] = doc
-    return checks, docs
+            checks[doc["check"]] = [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in doc["bits"]]
+    return checks
 
 
 def attend_reference(values_nd: list[list[float]], query_d: list[float], eps: float) -> list[float]:
@@ -69,7 +61,7 @@ def test_hand_case_weights_three_to_one() -> None:
     # scores +-ln3/2 -> weights exactly 3/4, 1/4 over R: h = 3/4 [1, 1] + 1/4 [1, -1]
     expected = [Fraction(3, 4) * a + Fraction(1, 4) * b for a, b in zip([1, 1], [1, -1])]
     assert expected == [1, Fraction(1, 2)]
-    got = run()[0]["hand_three_to_one"]
+    got = check_values()["hand_three_to_one"]
     assert got == pytest.approx([float(x) for x in expected], abs=1e-12)
 
 
@@ -78,7 +70,7 @@ def test_tiny_graph_matches_python_reference() -> None:
     values_nd = [[(((24 * i + k) * 7) % 11 - 5) / 4 for k in range(24)] for i in range(3)]
     query_d = [((5 * k) % 7 - 3) / 8 for k in range(24)]
     expected = attend_reference(values_nd, query_d, 1e-5)
-    got = run()[0]["tiny_graph"]
+    got = check_values()["tiny_graph"]
     assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
     # a convex combination: every coordinate between the sources' least and largest values
     for c, h in enumerate(got):
@@ -87,22 +79,12 @@ def test_tiny_graph_matches_python_reference() -> None:
 
 
 @pytest.mark.lean
-def test_export_validates() -> None:
-    docs = run()[1]
-    assert set(docs) == {EXPORT}
-    doc = docs[EXPORT]
-    validate(doc, load_schema(REPO))
+def test_export_has_the_tiny_signature(fresh_exports: dict[str, str]) -> None:
+    doc = json.loads(fresh_exports[EXPORT])
     assert [p["name"] for p in doc["params"]] == ["query", "norm_gain"]
     assert [(i["name"], i["shape"]) for i in doc["inputs"]] == [("values", [3, 24])]
     assert [n["op"] for n in doc["nodes"]] == ["rmsNormLast", "swapAxes01", "vecMatMul", "softmaxLast", "vecMatMul"]
     assert doc["outputs"][0]["shape"] == [24]
-
-
-@pytest.mark.lean
-def test_committed_export_matches() -> None:
-    path = REPO / "fixtures" / "graphs" / f"{EXPORT}.json"
-    assert path.exists(), f"{path} missing: run python tests/test_depth.py"
-    assert json.loads(path.read_text(encoding="utf-8")) == run()[1][EXPORT]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -134,7 +116,3 @@ def test_pybridge_depth_state_follows_lean_commit_rule() -> None:
         state.finish_layer(torch.ones(2))
     assert (len(state.blocks) - 1, state.count, len(state.sources())) == (1, 5, 3)
 
-
-if __name__ == "__main__":
-    for name, doc in run()[1].items():
-        (REPO / "fixtures" / "graphs" / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

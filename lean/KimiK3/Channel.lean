@@ -1,6 +1,5 @@
 module
 
-public import KimiK3.Channel.Lemmas
 public import KimiK3.Channel.Count
 public import KimiK3.Channel.SiTU
 public import KimiK3.Channel.Expert

@@ -1,7 +1,7 @@
 module
 
 public import KimiK3.Channel.Expert
-public import KimiK3.Channel.Lemmas
+public import KimiK3.Core.ScalarFacts
 
 /-!
 # The toy expert of k3-spec §2.6, checked exactly

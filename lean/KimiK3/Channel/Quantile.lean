@@ -1,7 +1,7 @@
 module
 
 public import KimiK3.Channel.Count
-public import KimiK3.Channel.Lemmas
+public import KimiK3.Core.ScalarFacts
 
 /-!
 # Quantile Balancing (report §2.3.3, App. C–D, Eq. 24)

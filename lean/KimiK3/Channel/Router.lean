@@ -2,7 +2,7 @@ module
 
 public import KimiK3.Core.MatMul
 public import KimiK3.Channel.Route
-public import KimiK3.Channel.Lemmas
+public import KimiK3.Core.ScalarFacts
 
 /-!
 # The router: scores, bias-adjusted selection, mixture weights (report §2.3, Eq. 12–13)

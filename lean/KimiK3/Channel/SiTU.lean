@@ -1,7 +1,7 @@
 module
 
 public import KimiK3.Core.Kernel
-public import KimiK3.Channel.Lemmas
+public import KimiK3.Core.ScalarFacts
 
 /-!
 # Soft cap and SiTU (report §2.3.2, App. B, Eq. 19)
@@ -14,9 +14,8 @@ public import KimiK3.Channel.Lemmas
 Bounds: `abs_softCap_le` (|softCap c x| ≤ c), `SiTU.abs_scalar_le_mul_caps`
 (|SiTU| ≤ c_g·c_u for nonnegative caps) and `SiTU.paper_caps_bound` (≤ 100 at caps 4, 25).
 
-Executable generic definitions of this folder are `@[macro_inline]`: the offline compiler cannot
-compile generic code that calls generic code of another module (Core `Kernel`'s docstring), so
-they are inlined into their concrete (`Float`) call sites instead.
+Executable generic definitions of this folder are `@[macro_inline]` (why: `Core/README.md`,
+"Toolchain constraints").
 -/
 
 @[expose] public section

@@ -46,6 +46,18 @@ variable {α β γ : Type}
     (n : Nat) (s : Shape) (x : Tensor α (Shape.append (n :: s) t)) (y : Tensor β (Shape.append (n :: s) u)) (i : Fin n) :
     zipSuffix f (n :: s) x y i = zipSuffix f s (x i) (y i) := rfl
 
+/-- `zipWith` on a leading axis, unapplied. -/
+theorem zipWith_eta (f : α → β → γ) (n : Nat) (s : Shape) (t : Tensor α (n :: s))
+    (u : Tensor β (n :: s)) : zipWith f (n :: s) t u = fun i => zipWith f s (t i) (u i) := rfl
+
+/-- `map` on a leading axis, unapplied. -/
+theorem map_eta (f : α → β) (n : Nat) (s : Shape) (t : Tensor α (n :: s)) :
+    map f (n :: s) t = fun i => map f s (t i) := rfl
+
+/-- `broadcast`, unapplied. -/
+theorem broadcast_eta (n : Nat) {s : Shape} (t : Tensor α s) :
+    broadcast n t = fun _ => t := rfl
+
 /-- `map` of the identity is the identity. -/
 theorem map_id (s : Shape) (t : Tensor α s) : map id s t = t := by
   induction s with
@@ -82,7 +94,26 @@ variable [Scalar α]
 @[simp] theorem scale_cons_apply (c : α) (n : Nat) (s : Shape) (t : Tensor α (n :: s))
     (i : Fin n) : scale c (n :: s) t i = scale c s (t i) := rfl
 
+/-- `scale` on a leading axis, unapplied. -/
+theorem scale_eta (c : α) (n : Nat) (s : Shape) (t : Tensor α (n :: s)) :
+    scale c (n :: s) t = fun i => scale c s (t i) := rfl
+
 end Arith
+
+section Field
+
+variable [ScalarField α]
+
+/-- Addition of matrices is associative. -/
+theorem add_assoc2 {m n : Nat} (a b c : Tensor α [m, n]) :
+    add [m, n] (add [m, n] a b) c = add [m, n] a (add [m, n] b c) := by
+  funext r k; simp only [add_cons_apply, add_nil]; grind
+
+/-- Zero is a right unit of matrix addition. -/
+theorem add_zero2 {m n : Nat} (a : Tensor α [m, n]) : add [m, n] a (fun _ _ => 0) = a := by
+  funext r k; simp only [add_cons_apply, add_nil]; grind
+
+end Field
 
 end Tensor
 

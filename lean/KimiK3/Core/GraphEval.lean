@@ -47,6 +47,19 @@ theorem Shape.append_eq (s t : Shape) : Shape.append s t = s ++ t := by
   | nil => rfl
   | cons n s ih => simp [Shape.append, ih]
 
+/-- An environment of three tensors is determined by its entries. -/
+theorem env_eq3 {a b c : Shape} (e : Env α [a, b, c]) :
+    e = .cons e.head (.cons e.tail.head (.cons e.tail.tail.head .nil)) := by
+  cases e with
+  | cons x e => cases e with
+    | cons y e => cases e with
+      | cons z e => cases e; rfl
+
+/-- Equal heads and equal tails give equal environments. -/
+theorem Env.cons_congr {s : Shape} {Γ : List Shape} {x y : Tensor α s} {e e' : Env α Γ}
+    (h₁ : x = y) (h₂ : e = e') : Env.cons x e = Env.cons y e' := by
+  rw [h₁, h₂]
+
 variable [Scalar α]
 
 /-! ## One evaluation lemma per primitive -/
@@ -111,6 +124,14 @@ namespace PrimOp
 
 @[simp] theorem eval_l2NormLast (eps : α) (s : Shape) (n : Nat) (x : Tensor α (Shape.append s [n])) :
     (PrimOp.l2NormLast eps s n).eval (.cons x .nil) = Tensor.l2NormLast eps s x := rfl
+
+/-- `binary` on a rank-3 tensor, at two leading indices. -/
+theorem eval_binary3 (g : BinaryFn) (a b c : Nat) (x y : Tensor α [a, b, c]) (i : Fin a) (j : Fin b) :
+    (PrimOp.binary g [a, b, c]).eval (.cons x (.cons y .nil)) i j = fun k => g.apply (x i j k) (y i j k) := rfl
+
+/-- `binary` on a rank-2 tensor, at a leading index. -/
+theorem eval_binary2 (g : BinaryFn) (a b : Nat) (x y : Tensor α [a, b]) (i : Fin a) :
+    (PrimOp.binary g [a, b]).eval (.cons x (.cons y .nil)) i = fun k => g.apply (x i k) (y i k) := rfl
 
 end PrimOp
 

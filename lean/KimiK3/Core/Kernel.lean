@@ -5,13 +5,9 @@ public import KimiK3.Core.Scalar
 /-!
 # Executable kernel: tensors, sums, operations, typed graphs
 
-Every executable definition of the core lives in this one module. Reason (measured on the
-offline toolchain): the compiler gives a function with an unused or erased parameter (any type
-parameter, an unused implicit size, a proof) a private worker `f._redArg`, and a module that
-imports `f` cannot compile a call to it unless the call is specialized at a concrete type
-("Unknown constant `f._redArg`"). Generic code calling generic code must therefore sit in the
-same module. Theorems about these definitions are split by concept into the other files of
-this folder (see `README.md`).
+Every executable definition of the core lives in this one module (why: `Core/README.md`, "Toolchain
+constraints"). Theorems about these definitions are split by concept into the other files of this
+folder (see `README.md`).
 
 Contents:
 * `Shape`, `Tensor α s` (`[]` ↦ `α`, `n :: s` ↦ `Fin n → Tensor α s`), literals, memoization;

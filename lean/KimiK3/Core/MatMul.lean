@@ -39,6 +39,10 @@ variable {α : Type} [Scalar α]
 
 theorem dot_eq {n : Nat} (x y : Tensor α [n]) : dot x y = finSum n (fun i => x i * y i) := rfl
 
+/-- `vecMatMul`, unapplied: `y = fun k => Σ_i x_i W[i,k]`. -/
+theorem vecMatMul_eta {n m : Nat} (x : Tensor α [n]) (w : Tensor α [n, m]) :
+    Tensor.vecMatMul x w = fun k => finSum n (fun i => x i * w i k) := rfl
+
 /-- Each output of `vecMatMul` is the dot product with a column of `W`. -/
 theorem vecMatMul_apply_eq_dot {n m : Nat} (x : Tensor α [n]) (w : Tensor α [n, m]) (k : Fin m) :
     vecMatMul x w k = dot x (fun i => w i k) := rfl
@@ -66,6 +70,35 @@ theorem matMul_assoc {p n m l : Nat} (a : Tensor β [p, n]) (b : Tensor β [n, m
     rw [← finSum_mul_left]; apply finSum_congr; intro j; grind
   simp only [h1, h2]
   exact finSum_comm m n (fun j i => a r i * b i j * c j k)
+
+/-- The identity matrix is a left unit of `matMul`. -/
+theorem identity_matMul {n m : Nat} (b : Tensor β [n, m]) :
+    matMul (fun i j => if i = j then 1 else 0) b = b := by
+  funext r k
+  simp only [matMul_apply]
+  exact finSum_delta_mul' n r (fun i => b i k)
+
+/-- The identity matrix is a right unit of `matMul`. -/
+theorem matMul_identity {p n : Nat} (a : Tensor β [p, n]) :
+    matMul a (fun i j => if i = j then 1 else 0) = a := by
+  funext r k
+  simp only [matMul_apply]
+  exact finSum_mul_delta n k (fun i => a r i)
+
+/-- `matMul` distributes over addition on the right factor. -/
+theorem matMul_add_right {p n m : Nat} (a : Tensor β [p, n]) (b c : Tensor β [n, m]) :
+    matMul a (add [n, m] b c) = add [p, m] (matMul a b) (matMul a c) := by
+  funext r k
+  simp only [matMul_apply, add_cons_apply, add_nil]
+  rw [← finSum_add]; apply finSum_congr; intro i; grind
+
+/-- A matrix times the zero matrix is zero. -/
+theorem matMul_zero {p n m : Nat} (a : Tensor β [p, n]) :
+    matMul a (fun (_ : Fin n) (_ : Fin m) => (0 : β)) = fun _ _ => 0 := by
+  funext r k
+  simp only [matMul_apply]
+  have h : ∀ i : Fin n, a r i * (0 : β) = 0 := fun _ => by grind
+  rw [finSum_congr h, finSum_const_zero]
 
 end Field
 

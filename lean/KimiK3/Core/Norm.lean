@@ -45,29 +45,17 @@ theorem l2NormVec_apply [Scalar α] (eps : α) {n : Nat} (x : Tensor α [n]) (j 
     (x : Tensor α (Shape.append (m :: s) [n])) (i : Fin m) :
     l2NormLast eps (m :: s) x i = l2NormLast eps s (x i) := rfl
 
+/-- `l2NormLast` over one leading axis, unapplied. -/
+theorem l2NormLast_eta [Scalar α] (eps : α) (H n : Nat) (x : Tensor α [H, n]) :
+    Tensor.l2NormLast eps [H] x = fun h => Tensor.l2NormVec eps (x h) := rfl
+
+/-- `rmsNormLast` over one leading axis, unapplied. -/
+theorem rmsNormLast_eta [Scalar α] (eps : α) (H n : Nat) (x : Tensor α [H, n]) (g : Tensor α [n]) :
+    Tensor.rmsNormLast eps [H] x g = fun h => Tensor.rmsNormVec eps (x h) g := rfl
+
 section Laws
 
 variable [ScalarLaws α]
-
-/-- Squares are nonnegative. -/
-theorem mul_self_nonneg' (x : α) : 0 ≤ x * x := by
-  rcases lt_or_le' x 0 with h | h
-  · have := mul_nonneg' (a := -x) (b := -x) (by grind) (by grind); grind
-  · exact mul_nonneg' h h
-
-/-- Natural numbers are nonnegative scalars. -/
-theorem natCast_nonneg' (n : Nat) : 0 ≤ (n : α) := by
-  induction n with
-  | zero => grind
-  | succ n ih =>
-    rw [Lean.Grind.Semiring.natCast_succ]
-    have := Lean.Grind.OrderedRing.zero_lt_one (R := α); grind
-
-/-- The inverse of a nonnegative number is nonnegative. -/
-theorem inv_nonneg' {a : α} (h : 0 ≤ a) : 0 ≤ a⁻¹ := by
-  rcases lt_or_eq_of_le' h with h | h
-  · have := inv_pos' h; grind
-  · rw [← h, Lean.Grind.Field.inv_zero]; grind
 
 /-- A sum of squares is nonnegative. -/
 theorem sumSq_nonneg {n : Nat} (x : Tensor α [n]) : 0 ≤ finSum n (fun k => x k * x k) :=

@@ -34,6 +34,10 @@ variable {α : Type} [Scalar α]
 @[simp] theorem sum0_cons_apply {n m : Nat} (s : Shape) (x : Tensor α (n :: m :: s)) (i : Fin m) :
     sum0 (m :: s) x i = sum0 s (fun k => x k i) := rfl
 
+/-- `sumLast` over one leading axis, unapplied. -/
+theorem sumLast_eta (D H : Nat) (x : Tensor α [D, H]) :
+    sumLast [D] x = fun f => finSum H (x f) := rfl
+
 /-- A vector's mean times its length is its sum (for nonempty vectors, in a field whose
 natural numbers are nonzero). -/
 theorem vecMean_eq {n : Nat} (x : Tensor α [n]) : vecMean x = finSum n x / (n : α) := rfl

@@ -125,6 +125,65 @@ theorem finSum_comm (m n : Nat) (f : Fin m → Fin n → α) :
     rw [finSum_succ, ih, ← finSum_add]
     rfl
 
+/-- Summing against a Kronecker delta picks out one term (delta on the left). -/
+theorem finSum_delta_mul : ∀ (n : Nat) (j : Fin n) (f : Fin n → α),
+    finSum n (fun i => (if i = j then 1 else 0) * f i) = f j
+  | 0, j, _ => j.elim0
+  | n + 1, j, f => by
+    rw [finSum_succ']
+    cases j using Fin.cases with
+    | zero =>
+      have h : ∀ i : Fin n, ((if i.succ = (0 : Fin (n + 1)) then (1 : α) else 0) * f i.succ) = 0 :=
+        fun i => by simp [Fin.succ_ne_zero]; grind
+      rw [finSum_congr h, finSum_const_zero]; simp; grind
+    | succ j =>
+      have h : ∀ i : Fin n, ((if i.succ = j.succ then (1 : α) else 0) * f i.succ) =
+          (if i = j then 1 else 0) * f i.succ := fun i => by simp [Fin.succ_inj]
+      rw [finSum_congr h, finSum_delta_mul n j (fun i => f i.succ)]
+      have : ((0 : Fin (n + 1)) = j.succ) = False := by simp [(Fin.succ_ne_zero j).symm]
+      simp only [this, if_false]; grind
+
+/-- Summing against a Kronecker delta picks out one term (delta on the left, other order). -/
+theorem finSum_delta_mul' (n : Nat) (j : Fin n) (f : Fin n → α) :
+    finSum n (fun i => (if j = i then 1 else 0) * f i) = f j := by
+  rw [← finSum_delta_mul n j f]; apply finSum_congr; intro i
+  by_cases h : i = j
+  · subst h; rfl
+  · have h' : ¬ j = i := fun e => h e.symm
+    simp [h, h']
+
+/-- Summing against a Kronecker delta picks out one term (delta on the right). -/
+theorem finSum_mul_delta (n : Nat) (j : Fin n) (f : Fin n → α) :
+    finSum n (fun i => f i * (if i = j then 1 else 0)) = f j := by
+  rw [← finSum_delta_mul n j f]; apply finSum_congr; intro i; grind
+
+/-- A sum over `Fin T` of terms masked to the positions `j ≤ t` (`t < T`) is the sum over the
+first `t + 1` positions. -/
+theorem finSum_mask : ∀ (T t : Nat) (_ : t < T) (g : Fin T → α),
+    finSum T (fun j => if j.val ≤ t then g j else 0) = finSum (t + 1) (fun j => g ⟨j.val, by omega⟩)
+  | 0, _, ht, _ => absurd ht (Nat.not_lt_zero _)
+  | T + 1, t, ht, g => by
+    rw [finSum_succ]
+    by_cases h : t = T
+    · subst h
+      have hl : (Fin.last t).val ≤ t := by simp
+      rw [if_pos hl, finSum_succ]
+      congr 1
+      apply finSum_congr; intro j
+      have hj : (Fin.castSucc j).val ≤ t := by rw [Fin.val_castSucc]; omega
+      rw [if_pos hj]
+    · have hlt : t < T := by omega
+      have hl : ¬ (Fin.last T).val ≤ t := by simp; omega
+      rw [if_neg hl]
+      have := finSum_mask T t hlt (fun j => g j.castSucc)
+      simp only [Fin.val_castSucc] at this ⊢
+      rw [this]; exact Lean.Grind.Semiring.add_zero _
+
+/-- A sum of four terms, left to right. -/
+theorem finSum_four (f : Fin 4 → α) : finSum 4 f = ((f 0 + f 1) + f 2) + f 3 := by
+  have h : finSum 4 f = (((0 + f 0) + f 1) + f 2) + f 3 := rfl
+  rw [h]; grind
+
 end Field
 
 section Ordered
@@ -175,6 +234,17 @@ theorem abs_finSum_le (n : Nat) (f : Fin n → α) :
     rw [finSum_succ, finSum_succ]
     have := abs_add_le (finSum n (fun i => f i.castSucc)) (f (Fin.last n))
     have := ih (fun i => f i.castSucc); grind
+
+/-- A nonempty sum of strictly smaller terms is strictly smaller. -/
+theorem finSum_lt_finSum : ∀ {n : Nat} {f g : Fin (n + 1) → α},
+    (∀ i, f i < g i) → finSum (n + 1) f < finSum (n + 1) g
+  | 0, f, g, h => by rw [finSum_one, finSum_one]; exact h 0
+  | n + 1, f, g, h => by
+    rw [finSum_succ (n + 1) f, finSum_succ (n + 1) g]
+    have h1 := finSum_lt_finSum (n := n) (f := fun i => f i.castSucc) (g := fun i => g i.castSucc)
+      (fun i => h i.castSucc)
+    have h2 := h (Fin.last (n + 1))
+    grind
 
 end Ordered
 

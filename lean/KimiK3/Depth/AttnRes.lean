@@ -1,8 +1,7 @@
 module
 
 public import KimiK3.Depth.Kernel
-public import KimiK3.Sequence.MLAGraph
-public import KimiK3.Sequence.MLAMasked
+public import KimiK3.Sequence.KernelLemmas
 public import KimiK3.Core.Softmax
 
 /-!
@@ -57,17 +56,17 @@ variable [ScalarLaws α]
 /-- Every depth-attention weight is positive. -/
 theorem weights_pos (eps : α) (query : Tensor α [d]) (values : Tensor α [n, d]) (i : Fin n) :
     0 < weights eps query values i := by
-  rw [weights, GatedMLA.Seq.softmax_eq_core]; exact Tensor.softmaxVec_pos _ i
+  rw [weights, Seq.softmax_eq_core]; exact Tensor.softmaxVec_pos _ i
 
 /-- **The weights of a nonempty set of sources sum to one.** -/
 theorem sum_weights (eps : α) (query : Tensor α [d]) (values : Tensor α [n + 1, d]) :
     finSum (n + 1) (weights eps query values) = 1 := by
-  rw [weights, GatedMLA.Seq.softmax_eq_core]; exact Tensor.finSum_softmaxVec _
+  rw [weights, Seq.softmax_eq_core]; exact Tensor.finSum_softmaxVec _
 
 /-- Every weight is at most one. -/
 theorem weights_le_one (eps : α) (query : Tensor α [d]) (values : Tensor α [n, d]) (i : Fin n) :
     weights eps query values i ≤ 1 := by
-  rw [weights, GatedMLA.Seq.softmax_eq_core]; exact Tensor.softmaxVec_le_one _ i
+  rw [weights, Seq.softmax_eq_core]; exact Tensor.softmaxVec_le_one _ i
 
 /-- **The report's weights** (Eq. 10, no max-subtraction): `a_i = e^{score_i} / Σ_j e^{score_j}`. -/
 theorem weights_eq_exp (eps : α) (query : Tensor α [d]) (values : Tensor α [n + 1, d])

@@ -1,7 +1,8 @@
 module
 
 public import KimiK3.Depth.Graph
-public import KimiK3.Sequence.MLAGraph
+public import KimiK3.Sequence.KernelLemmas
+public import KimiK3.Core.GraphEval
 
 /-!
 # The AttnRes graph denotes `attendPacked` (report Eq. 9–10, k3-spec §2.4)
@@ -14,7 +15,7 @@ operations in the kernel's order):
 Over a field (`ScalarField α`): a general gain `g` is the unit-gain retrieval with the query
 `w ⊙ g` (`eval_term_gain`, `specFwd_eq_attendPacked_gain`) — how a hub checkpoint's
 `res_norm.weight` and `res_proj.weight` combine into one query.
-The kernel/`Core` agreement lemmas come from `Sequence/MLAGraph.lean`.
+The kernel/`Core` agreement lemmas come from `Sequence/KernelLemmas.lean`.
 -/
 
 @[expose] public section
@@ -46,7 +47,7 @@ theorem eval_term {Γ : List Shape} (eps : α) (n d : Nat) (query gain : Var Γ 
     (term eps n d query gain values).eval env = attendPacked eps (env.get query) (env.get values) := by
   funext k
   rw [eval_term_apply, hg]
-  simp [attendPacked, GatedMLA.Seq.softmax_eq_core, GatedMLA.Seq.rmsNorm_eq_core]
+  simp [attendPacked, Seq.softmax_eq_core, Seq.rmsNorm_eq_core]
 
 /-- **Denotation of the AttnRes graph** (report Eq. 9–10): for every scalar model, query and
 sources, the model with unit gain computes `attendPacked eps query values`. -/
@@ -70,7 +71,7 @@ theorem eval_term_gain {Γ : List Shape} (eps : α) (n d : Nat) (query gain : Va
       attendPacked eps (fun c => env.get query c * env.get gain c) (env.get values) := by
   funext k
   rw [eval_term_apply]
-  simp only [attendPacked, GatedMLA.Seq.softmax_eq_core, GatedMLA.Seq.rmsNorm_eq_core,
+  simp only [attendPacked, Seq.softmax_eq_core, Seq.rmsNorm_eq_core,
     Seq.memoFn_eq, Seq.sum_eq, Seq.dot_eq]
   congr 1; funext i; congr 2; funext j; apply finSum_congr; intro c
   simp only [Tensor.rmsNormVec, Tensor.rmsNormVec.rmsWith]

@@ -18,12 +18,8 @@ public `_forward_attn_residual`):
   size it is appended to the completed blocks and the partial block becomes empty;
 * scores use RMSNorm with unit gain and stabilizer `eps`; there is no `1/√d` scaling.
 
-**Why `@[macro_inline]`.** On the offline toolchain a generic definition of one module cannot
-compile a generic call into another module (`Unknown constant f._redArg`, see
-`Core/Kernel.lean`). These definitions call `Sequence/Kernel`'s generic `Seq` operations, so
-they are inlined at each use. For the same reason a concrete (`Float`) definition in *another*
-module cannot call them either (`Seq.memoFn._redArg` is missing there), so `Float` entry points
-are written where everything is one module: the evaluator's bundles (`difftest`, `codegen`).
+These definitions are `@[macro_inline]` and have no `Float` entry points here (why:
+`Core/README.md`, "Toolchain constraints").
 -/
 
 @[expose] public section

@@ -100,31 +100,6 @@ theorem eval_expandHeadTerm' {Γ : List Shape} (H V : Nat) (t : Term α Γ [H]) 
     (expandHeadTerm H V t).eval env = fun h _ => t.eval env h := by
   funext h c; exact eval_expandHeadTerm H V t env h c
 
-/-- The kernel's L2 normalization is `Core`'s. -/
-theorem Seq.l2Normalize_eq_core {n : Nat} (eps : α) (z : Tensor α [n]) :
-    Seq.l2Normalize eps z = Tensor.l2NormVec eps z := by
-  funext j; simp [Seq.l2Normalize, Seq.sumSq, Tensor.l2NormVec_apply]
-
-omit [ScalarField α] in
-theorem l2NormLast_eta (eps : α) [Scalar α] (H n : Nat) (x : Tensor α [H, n]) :
-    Tensor.l2NormLast eps [H] x = fun h => Tensor.l2NormVec eps (x h) := rfl
-
-omit [ScalarField α] in
-theorem rmsNormLast_eta (eps : α) [Scalar α] (H n : Nat) (x : Tensor α [H, n]) (g : Tensor α [n]) :
-    Tensor.rmsNormLast eps [H] x g = fun h => Tensor.rmsNormVec eps (x h) g := rfl
-
-omit [ScalarField α] in
-theorem sumLast_eta [Scalar α] (D H : Nat) (x : Tensor α [D, H]) :
-    Tensor.sumLast [D] x = fun f => finSum H (x f) := rfl
-
-omit [ScalarField α] in
-theorem vecMatMul_eta [Scalar α] {n m : Nat} (x : Tensor α [n]) (w : Tensor α [n, m]) :
-    Tensor.vecMatMul x w = fun k => finSum n (fun i => x i * w i k) := rfl
-
-omit [ScalarField α] in
-theorem scale_eta [Scalar α] (c : α) (n : Nat) (s : Shape) (t : Tensor α (n :: s)) :
-    Tensor.scale c (n :: s) t = fun i => Tensor.scale c s (t i) := rfl
-
 /-- The updated states of a renamed `packedUpdateTerm`. -/
 theorem eval_packedUpdate_rename {Γ : List Shape} {H K V : Nat} (env : Env α Γ)
     (vs : VarList Γ (packedCtx H K V)) (S : Tensor α [H, K, V]) (key : Tensor α [H, K])
@@ -136,11 +111,6 @@ theorem eval_packedUpdate_rename {Γ : List Shape} {H K V : Nat} (env : Env α �
   exact eval_packedUpdateTerm S key value ret beta query
 
 end Lemmas
-
-/-- Equal heads and equal tails give equal environments. -/
-theorem Env.cons_congr {s : Shape} {Γ : List Shape} {x y : Tensor α s} {e e' : Env α Γ}
-    (h₁ : x = y) (h₂ : e = e') : Env.cons x e = Env.cons y e' := by
-  rw [h₁, h₂]
 
 section Field
 
@@ -166,15 +136,15 @@ theorem layerFrag_denote {Γ : List Shape} {D H K V R W : Nat} (logFloor l2Eps :
     congr 1
     simp only [prepare, projectConv, headInput, retention, logDecay, Seq.memo2_eq, Seq.memoFn_eq]
     simp [Seq.silu, mul2, add2, Seq.l2Normalize_eq_core,
-      eval_convTerm, eval_siluTerm, eval_expandHeadTerm', GatedMLA.eval_batchedReadTerm',
-      l2NormLast_eta, vecMatMul_eta, scale_eta, UnaryFn.apply, BinaryFn.apply,
+      eval_convTerm, eval_siluTerm, eval_expandHeadTerm', eval_batchedReadTerm',
+      Tensor.l2NormLast_eta, Tensor.vecMatMul_eta, Tensor.scale_eta, UnaryFn.apply, BinaryFn.apply,
       Seq.sum_eq, hqp, hkp, hvp, hqc, hkc, hvc, hdd, hdu, hdb, hls, hbp, hx, hrows, hh]
   · simp only [layerStep, output, Seq.memoFn_eq, Seq.memo2_eq]
     simp [prepare, projectConv, headInput, retention, logDecay, read, Seq.silu, mul2, add2,
-      Seq.l2Normalize_eq_core, GatedMLA.Seq.vecMatMul_eq_core, GatedMLA.Seq.rmsNorm_eq_core,
-      eval_convTerm, eval_siluTerm, eval_expandHeadTerm', GatedMLA.eval_batchedReadTerm',
-      l2NormLast_eta, rmsNormLast_eta, sumLast_eta, vecMatMul_eta, scale_eta,
-      UnaryFn.apply, BinaryFn.apply, GatedMLA.swapAxes01_eta, Seq.sum_eq, Seq.memo2_eq, Seq.memoFn_eq,
+      Seq.l2Normalize_eq_core, Seq.vecMatMul_eq_core, Seq.rmsNorm_eq_core,
+      eval_convTerm, eval_siluTerm, eval_expandHeadTerm', eval_batchedReadTerm',
+      Tensor.l2NormLast_eta, Tensor.rmsNormLast_eta, Tensor.sumLast_eta, Tensor.vecMatMul_eta, Tensor.scale_eta,
+      UnaryFn.apply, BinaryFn.apply, Tensor.swapAxes01_eta, Seq.sum_eq, Seq.memo2_eq, Seq.memoFn_eq,
       hqp, hkp, hvp, hqc, hkc, hvc, hdd, hdu, hdb, hls, hbp, hgw, hon, hop, hx, hrows, hh]
 
 end Field

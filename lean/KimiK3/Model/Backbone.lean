@@ -29,9 +29,8 @@ weights and the `*_res_proj` rows.)
 Also here: the layer-major form of one layer over a whole sequence (`forwardSequence`), which
 `Streaming.lean` proves equal to the token-by-token scan.
 
-Executable definitions are `@[macro_inline]` (generic code calling other modules' generic
-kernels; see `Depth/Kernel.lean`); loops go through `ModelList` (`Combinators.lean`) and
-`CausalScan.run`.
+Executable definitions are `@[macro_inline]`, loops go through `ModelList` (`Combinators.lean`) and
+`CausalScan.run` (why: `Core/README.md`, "Toolchain constraints").
 -/
 
 @[expose] public section

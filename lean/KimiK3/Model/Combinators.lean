@@ -3,10 +3,8 @@ module
 /-!
 # List combinators of the language model (k3-spec §2.5)
 
-The loops of the model over tokens and over layers, written with their own recursion and
-calling nothing but their function arguments. Reason (offline toolchain, see `Core/Kernel.lean`):
-a generic recursive definition that called another module's generic code (the `Seq` kernels)
-would not compile, and `List.map`/`List.zipWith` do not compile offline; the model's
+The loops of the model over tokens and over layers, written with their own recursion and calling
+nothing but their function arguments (why: `Core/README.md`, "Toolchain constraints"); the model's
 `@[macro_inline]` definitions pass their per-layer and per-token work to these combinators as
 closures. Each combinator equals its `List` counterpart (`Streaming.lean`).
 -/

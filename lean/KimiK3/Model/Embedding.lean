@@ -49,6 +49,7 @@ slot `p`. -/
     List (Tensor α [c.hiddenDim]) :=
   ModelList.map (model.embedSlot visual) slots
 
+omit [Scalar α] in
 /-- A text slot resolves to the token's embedding row. -/
 theorem get_embedMultimodal_text {visualTokens sequenceLength : Nat} (model : LanguageModel α c)
     (visual : Tensor α [visualTokens, c.hiddenDim])
@@ -57,6 +58,7 @@ theorem get_embedMultimodal_text {visualTokens sequenceLength : Nat} (model : La
     model.embedMultimodal visual slots p = model.embedding t := by
   simp only [embedMultimodal, embedSlot, h]
 
+omit [Scalar α] in
 /-- A visual slot resolves to the visual row. -/
 theorem get_embedMultimodal_visual {visualTokens sequenceLength : Nat} (model : LanguageModel α c)
     (visual : Tensor α [visualTokens, c.hiddenDim])
@@ -65,6 +67,7 @@ theorem get_embedMultimodal_visual {visualTokens sequenceLength : Nat} (model : 
     model.embedMultimodal visual slots p = visual v := by
   simp only [embedMultimodal, embedSlot, h]
 
+omit [Scalar α] in
 /-- A text-only slot list embeds as the token ids do (`run` on ids = `runEmbedded` on these). -/
 theorem embedSlots_text {visualTokens : Nat} (model : LanguageModel α c)
     (visual : Tensor α [visualTokens, c.hiddenDim]) (tokens : List (Fin c.vocabSize)) :

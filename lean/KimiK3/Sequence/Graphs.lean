@@ -2,6 +2,7 @@ module
 
 public import KimiK3.Sequence.Kernel
 public import KimiK3.Core.Json
+public import KimiK3.Core.NamedVars
 
 /-!
 # Graphs of the sequence mixers (definitions; k3-spec §2.2, `GraphSpec/KDA.lean`)
@@ -155,14 +156,9 @@ namespace GatedMLA
 
 variable {α : Type}
 
-/-- **The packed Gated MLA step graph** (k3-spec §2.3, Eq. 7; the article's `stepModel`):
-parameters in `LayerParams` order, inputs `latent_cache [T, kvLatentDim]`, `shared_key_cache
-[T, sharedKeyDim]`, `x [modelDim]`, `score_scale []`; the current rows are appended with
-`concat0`, scores use the absorbed form `Σ_c qC[h,c] (c_kv[j] W_k[h])[c]` via `sumLast`, the
-softmax runs along the token axis, the gate comes from `x`, and heads are summed with
-`swapAxes01`/`sumLast`. -/
-@[macro_inline] def stepModel (eps : α) (T : Nat) (d : Dims) : Model α where
-  params := [("query_down", [d.modelDim, d.queryLatentDim]), ("query_norm_scale", [d.queryLatentDim]),
+/-- The parameters of the packed MLA step graph, in `Params` order. -/
+def stepParams (d : Dims) : Signature :=
+  [("query_down", [d.modelDim, d.queryLatentDim]), ("query_norm_scale", [d.queryLatentDim]),
     ("kv_down", [d.modelDim, d.kvLatentDim]), ("kv_norm_scale", [d.kvLatentDim]),
     ("shared_key_down", [d.modelDim, d.sharedKeyDim]),
     ("query_content_up", [d.heads, d.queryLatentDim, d.contentKeyDim]),
@@ -171,14 +167,73 @@ softmax runs along the token axis, the gate comes from `x`, and heads are summed
     ("value_up", [d.heads, d.kvLatentDim, d.valueDim]),
     ("gate_weight", [d.modelDim, d.heads, d.valueDim]),
     ("output_weight", [d.heads, d.valueDim, d.modelDim])]
-  inputs := [("latent_cache", [T, d.kvLatentDim]), ("shared_key_cache", [T, d.sharedKeyDim]),
+
+/-- The inputs of the packed MLA step graph: the `T` cached rows, the token, the score scale. -/
+def stepInputs (T : Nat) (d : Dims) : Signature :=
+  [("latent_cache", [T, d.kvLatentDim]), ("shared_key_cache", [T, d.sharedKeyDim]),
     ("x", [d.modelDim]), ("score_scale", [])]
+
+/-- **The packed Gated MLA step graph** (k3-spec §2.3, Eq. 7; the article's `stepModel`):
+parameters `stepParams` (in `LayerParams` order), inputs `latent_cache [T, kvLatentDim]`,
+`shared_key_cache [T, sharedKeyDim]`, `x [modelDim]`, `score_scale []`; the current rows are
+appended with `concat0`, scores use the absorbed form `Σ_c qC[h,c] (c_kv[j] W_k[h])[c]` via
+`sumLast`, the softmax runs along the token axis, the gate comes from `x`, and heads are summed
+with `swapAxes01`/`sumLast`. The context is named with `Vars.all` (`Core/NamedVars.lean`). -/
+@[macro_inline] def stepModel (eps : α) (T : Nat) (d : Dims) : Model α where
+  params := stepParams d
+  inputs := stepInputs T d
   outputs := [("latent_cache_next", [T + 1, d.kvLatentDim]),
     ("shared_key_cache_next", [T + 1, d.sharedKeyDim]), ("output", [d.modelDim])]
   body :=
-    .cons (.op (.concat0 T 1 [d.kvLatentDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))) (.cons (.op (.broadcast 1 [d.kvLatentDim]) (.cons (.op (.rmsNormLast eps [] d.kvLatentDim) (.cons (.op (.vecMatMul d.modelDim d.kvLatentDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var (.there (.there .here))) .nil))) (.cons (.var (.there (.there (.there .here)))) .nil))) .nil)) .nil)))
-    (.cons (.op (.concat0 T 1 [d.sharedKeyDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here))))))))))))) (.cons (.op (.broadcast 1 [d.sharedKeyDim]) (.cons (.op (.vecMatMul d.modelDim d.sharedKeyDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var (.there (.there (.there (.there .here))))) .nil))) .nil)) .nil)))
-    (.cons (.op (.sumLast [d.modelDim] d.heads) (.cons (.op (.swapAxes01 d.heads d.modelDim []) (.cons (KDA.batchedReadTerm d.heads d.valueDim d.modelDim (.op (.binary .mul [d.heads, d.valueDim]) (.cons (.op (.unary .sigmoid [d.heads, d.valueDim]) (.cons (KDA.batchedReadTerm d.heads d.modelDim d.valueDim (.op (.broadcast d.heads [d.modelDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) .nil)) (.op (.swapAxes01 d.modelDim d.heads [d.valueDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))) .nil))) .nil)) (.cons (KDA.batchedReadTerm d.heads (T + 1) d.valueDim (.op (.softmaxLast [d.heads] (T + 1)) (.cons (.op (.binary .mul [d.heads, T + 1]) (.cons (.op (.broadcast d.heads [T + 1]) (.cons (.op (.broadcast (T + 1) []) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here))))))))))))))) .nil)) .nil)) (.cons (.op (.binary .add [d.heads, T + 1]) (.cons (.op (.sumLast [d.heads, T + 1] d.contentKeyDim) (.cons (.op (.binary .mul [d.heads, T + 1, d.contentKeyDim]) (.cons (KDA.expandMidTerm d.heads (T + 1) d.contentKeyDim (KDA.batchedReadTerm d.heads d.queryLatentDim d.contentKeyDim (.op (.broadcast d.heads [d.queryLatentDim]) (.cons (.op (.rmsNormLast eps [] d.queryLatentDim) (.cons (.op (.vecMatMul d.modelDim d.queryLatentDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var .here) .nil))) (.cons (.var (.there .here)) .nil))) .nil)) (.var (.there (.there (.there (.there (.there .here)))))))) (.cons (.op (.batchedMatMul d.heads (T + 1) d.kvLatentDim d.contentKeyDim) (.cons (.op (.broadcast d.heads [T + 1, d.kvLatentDim]) (.cons (.op (.concat0 T 1 [d.kvLatentDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))) (.cons (.op (.broadcast 1 [d.kvLatentDim]) (.cons (.op (.rmsNormLast eps [] d.kvLatentDim) (.cons (.op (.vecMatMul d.modelDim d.kvLatentDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var (.there (.there .here))) .nil))) (.cons (.var (.there (.there (.there .here)))) .nil))) .nil)) .nil))) .nil)) (.cons (.var (.there (.there (.there (.there (.there (.there (.there .here)))))))) .nil))) .nil))) .nil)) (.cons (.op (.sumLast [d.heads, T + 1] d.sharedKeyDim) (.cons (.op (.binary .mul [d.heads, T + 1, d.sharedKeyDim]) (.cons (KDA.expandMidTerm d.heads (T + 1) d.sharedKeyDim (KDA.batchedReadTerm d.heads d.queryLatentDim d.sharedKeyDim (.op (.broadcast d.heads [d.queryLatentDim]) (.cons (.op (.rmsNormLast eps [] d.queryLatentDim) (.cons (.op (.vecMatMul d.modelDim d.queryLatentDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var .here) .nil))) (.cons (.var (.there .here)) .nil))) .nil)) (.var (.there (.there (.there (.there (.there (.there .here))))))))) (.cons (.op (.broadcast d.heads [T + 1, d.sharedKeyDim]) (.cons (.op (.concat0 T 1 [d.sharedKeyDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here))))))))))))) (.cons (.op (.broadcast 1 [d.sharedKeyDim]) (.cons (.op (.vecMatMul d.modelDim d.sharedKeyDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var (.there (.there (.there (.there .here))))) .nil))) .nil)) .nil))) .nil)) .nil))) .nil)) .nil))) .nil))) .nil)) (.op (.batchedMatMul d.heads (T + 1) d.kvLatentDim d.valueDim) (.cons (.op (.broadcast d.heads [T + 1, d.kvLatentDim]) (.cons (.op (.concat0 T 1 [d.kvLatentDim]) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))) (.cons (.op (.broadcast 1 [d.kvLatentDim]) (.cons (.op (.rmsNormLast eps [] d.kvLatentDim) (.cons (.op (.vecMatMul d.modelDim d.kvLatentDim) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))))) (.cons (.var (.there (.there .here))) .nil))) (.cons (.var (.there (.there (.there .here)))) .nil))) .nil)) .nil))) .nil)) (.cons (.var (.there (.there (.there (.there (.there (.there (.there (.there .here))))))))) .nil)))) .nil))) (.var (.there (.there (.there (.there (.there (.there (.there (.there (.there (.there .here)))))))))))) .nil)) .nil)) .nil))
+    let (queryDown, queryNormScale, kvDown, kvNormScale, sharedKeyDown, queryContentUp,
+        querySharedUp, keyUp, valueUp, gateWeight, outputWeight, latentCache, sharedKeyCache, x,
+        scoreScale, ()) :=
+      Vars.all (Shape.appendList (stepParams d).shapes (stepInputs T d).shapes)
+    -- the token's cache entry: latent `RMSNorm(x W_kv↓)` and shared key `x W_k↓`, appended
+    let latentCacheNext := Term.op (.concat0 T 1 [d.kvLatentDim]) (.cons (.var latentCache)
+      (.cons (.op (.broadcast 1 [d.kvLatentDim]) (.cons (.op (.rmsNormLast eps [] d.kvLatentDim)
+        (.cons (.op (.vecMatMul d.modelDim d.kvLatentDim) (.cons (.var x) (.cons (.var kvDown) .nil)))
+          (.cons (.var kvNormScale) .nil))) .nil)) .nil))
+    let sharedKeyCacheNext := Term.op (α := α) (.concat0 T 1 [d.sharedKeyDim]) (.cons (.var sharedKeyCache)
+      (.cons (.op (.broadcast 1 [d.sharedKeyDim]) (.cons (.op (.vecMatMul d.modelDim d.sharedKeyDim)
+        (.cons (.var x) (.cons (.var sharedKeyDown) .nil))) .nil)) .nil))
+    -- the query latent `RMSNorm(x W_q↓)`, one copy per head
+    let queryLatent := Term.op (.broadcast d.heads [d.queryLatentDim]) (.cons
+      (.op (.rmsNormLast eps [] d.queryLatentDim) (.cons (.op (.vecMatMul d.modelDim d.queryLatentDim)
+        (.cons (.var x) (.cons (.var queryDown) .nil))) (.cons (.var queryNormScale) .nil))) .nil)
+    -- scores over the `T + 1` rows: content part in the absorbed form plus the shared-key part
+    let contentScores := Term.op (.sumLast [d.heads, T + 1] d.contentKeyDim) (.cons
+      (.op (.binary .mul [d.heads, T + 1, d.contentKeyDim]) (.cons
+        (KDA.expandMidTerm d.heads (T + 1) d.contentKeyDim
+          (KDA.batchedReadTerm d.heads d.queryLatentDim d.contentKeyDim queryLatent (.var queryContentUp)))
+        (.cons (.op (.batchedMatMul d.heads (T + 1) d.kvLatentDim d.contentKeyDim) (.cons
+          (.op (.broadcast d.heads [T + 1, d.kvLatentDim]) (.cons latentCacheNext .nil))
+          (.cons (.var keyUp) .nil))) .nil))) .nil)
+    let sharedScores := Term.op (.sumLast [d.heads, T + 1] d.sharedKeyDim) (.cons
+      (.op (.binary .mul [d.heads, T + 1, d.sharedKeyDim]) (.cons
+        (KDA.expandMidTerm d.heads (T + 1) d.sharedKeyDim
+          (KDA.batchedReadTerm d.heads d.queryLatentDim d.sharedKeyDim queryLatent (.var querySharedUp)))
+        (.cons (.op (.broadcast d.heads [T + 1, d.sharedKeyDim]) (.cons sharedKeyCacheNext .nil)) .nil)))
+      .nil)
+    let weights := Term.op (.softmaxLast [d.heads] (T + 1)) (.cons (.op (.binary .mul [d.heads, T + 1])
+      (.cons (.op (.broadcast d.heads [T + 1]) (.cons (.op (.broadcast (T + 1) []) (.cons (.var scoreScale)
+        .nil)) .nil)) (.cons (.op (.binary .add [d.heads, T + 1]) (.cons contentScores
+          (.cons sharedScores .nil))) .nil))) .nil)
+    -- per-head values `Σ_j w[h, j] (c_j W_v[h])`, gated by `σ(x G[h])`
+    let headValues := KDA.batchedReadTerm d.heads (T + 1) d.valueDim weights
+      (.op (.batchedMatMul d.heads (T + 1) d.kvLatentDim d.valueDim) (.cons
+        (.op (.broadcast d.heads [T + 1, d.kvLatentDim]) (.cons latentCacheNext .nil))
+        (.cons (.var valueUp) .nil)))
+    let gate := Term.op (α := α) (.unary .sigmoid [d.heads, d.valueDim]) (.cons
+      (KDA.batchedReadTerm d.heads d.modelDim d.valueDim (.op (.broadcast d.heads [d.modelDim])
+        (.cons (.var x) .nil)) (.op (.swapAxes01 d.modelDim d.heads [d.valueDim])
+          (.cons (.var gateWeight) .nil))) .nil)
+    -- the output `Σ_h (gate ⊙ values)[h] W_o[h]`
+    let output := Term.op (.sumLast [d.modelDim] d.heads) (.cons (.op (.swapAxes01 d.heads d.modelDim [])
+      (.cons (KDA.batchedReadTerm d.heads d.valueDim d.modelDim
+        (.op (.binary .mul [d.heads, d.valueDim]) (.cons gate (.cons headValues .nil)))
+        (.var outputWeight)) .nil)) .nil)
+    .cons latentCacheNext (.cons sharedKeyCacheNext (.cons output .nil))
 
 /-- The tiny fixture's MLA dimensions (`fixtures/tiny/config.json`: hidden 24, 3 heads,
 `q_lora_rank` 10, `kv_lora_rank` 11, NoPE content key 9, unrotated shared key 14, value 8). -/

@@ -9,7 +9,8 @@ public import KimiK3.Core.Sum
 The kernel processes chunks of 16 tokens; because every per-token log-decay lies in
 `(g_min, 0)`, the accumulated log-decay of a chunk of `n + 1` tokens lies in
 `((n + 1) g_min, 0)` (`sum_logDecay_bounds`), so at `g_min = −5` a 16-token chunk stays above
-`−80` (`paper_chunk_logDecay_gt`). Also the general `finSum_lt_finSum` (candidate for `Core`).
+`−80` (`paper_chunk_logDecay_gt`). (`finSum_lt_finSum` is in
+`Core/Sum.lean`.)
 -/
 
 @[expose] public section
@@ -17,17 +18,6 @@ The kernel processes chunks of 16 tokens; because every per-token log-decay lies
 namespace KimiK3
 
 variable {α : Type}
-
-/-- A nonempty sum of strictly smaller terms is strictly smaller. -/
-theorem finSum_lt_finSum [OrderedScalarField α] : ∀ {n : Nat} {f g : Fin (n + 1) → α},
-    (∀ i, f i < g i) → finSum (n + 1) f < finSum (n + 1) g
-  | 0, f, g, h => by rw [finSum_one, finSum_one]; exact h 0
-  | n + 1, f, g, h => by
-    rw [finSum_succ (n + 1) f, finSum_succ (n + 1) g]
-    have h1 := finSum_lt_finSum (n := n) (f := fun i => f i.castSucc) (g := fun i => g i.castSucc)
-      (fun i => h i.castSucc)
-    have h2 := h (Fin.last (n + 1))
-    grind
 
 namespace KDA
 

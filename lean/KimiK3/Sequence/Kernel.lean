@@ -5,13 +5,10 @@ public import KimiK3.Core.Kernel
 /-!
 # Executable kernel of the sequence mixers (k3-spec §2.1–2.3)
 
-Every executable definition of `KimiK3.Sequence` lives in this one module, for the reason
-`Core/Kernel.lean` gives: on the offline toolchain a generic function (one with a type
-parameter) compiles to a private worker `f._redArg`, and a *different* module cannot compile a
-generic call to it ("Unknown constant `f._redArg`"). So this module calls no generic definition
-of another module; it carries its own copies of the few generic helpers it needs (`Seq.sum`,
-`Seq.memoFn`, …), each proved equal to the `Core` one in `KernelLemmas.lean`, so every theorem
-can use the `Core` lemmas. The theorems live in the other files of this folder (see
+Every executable definition of `KimiK3.Sequence` lives in this one module, which calls no generic
+definition of another module (why: `Core/README.md`, "Toolchain constraints"); it carries its own
+copies of the few generic helpers it needs (`Seq.sum`, `Seq.memoFn`, …), each proved equal to the
+`Core` one in `KernelLemmas.lean`. The theorems live in the other files of this folder (see
 `README.md`).
 
 Contents: list helpers; `Seq` vector operations (sum, memoization, products, softmax, RMSNorm,
@@ -59,10 +56,15 @@ def buildArray {n : Nat} (f : Fin n → β) : (k : Nat) → k ≤ n → Array β
   | 0, _ => #[]
   | k + 1, h => (buildArray f k (by omega)).push (f ⟨k, h⟩)
 
+/-- Read `f i` from the array `a` (falling back to `f i` past its end). Not inlined, so that a
+caller's array argument is computed once, before the closure is built (`Core/README.md`,
+"Toolchain constraints", 3). -/
+@[noinline] def readArray {n : Nat} (a : Array β) (f : Fin n → β) : Fin n → β :=
+  fun i => if h : i.val < a.size then a[i.val] else f i
+
 /-- `f` with its values computed once and stored in an array. -/
 def memoFn {n : Nat} (f : Fin n → β) : Fin n → β :=
-  let a := buildArray f n (Nat.le_refl n)
-  fun i => if h : i.val < a.size then a[i.val] else f i
+  readArray (buildArray f n (Nat.le_refl n)) f
 
 /-- A matrix with its rows and entries memoized. -/
 def memo2 {m n : Nat} (t : Fin m → Fin n → β) : Fin m → Fin n → β :=
@@ -472,9 +474,8 @@ end GatedMLA
 
 /-! ## Entry points for evaluating at `Float` from other modules
 
-A generic definition cannot be compiled from another module (see the module docstring), so
-tests and generated files call these: each is specialized at `Float` and takes every size it
-mentions explicitly. -/
+Other modules and generated files call these (why: `Core/README.md`, "Toolchain constraints"): each
+is specialized at `Float` and takes every size it mentions explicitly. -/
 
 namespace KDA
 

@@ -4,13 +4,21 @@ public import KimiK3.Sequence.Kernel
 public import KimiK3.Core.Tensor
 public import KimiK3.Core.Sum
 public import KimiK3.Core.MatMul
+public import KimiK3.Core.Softmax
+public import KimiK3.Core.Norm
 
 /-!
-# The kernel's helpers equal their `Core` counterparts; general lemmas
+# The Sequence kernel's helpers equal their `Core` counterparts
 
-`Seq.sum = finSum`, `Seq.memoFn = id`, and list facts for `Seq.listAppend`, `Seq.listLen`,
-`Seq.listGet`; plus the Kronecker-delta sums the affine-summary algebra needs. All general: they
-can move to `Core`.
+The executable kernel (`Kernel.lean`) carries its own copies of `Core` helpers (see
+`Core/README.md`, "Toolchain constraints"). Proved here: `Seq.sum = finSum`, `Seq.memoFn = id`,
+`Seq.memo2 = id`, list facts for `Seq.listAppend`, `Seq.listLen`, `Seq.listGet`; the kernel's
+softmax, RMSNorm, L2 normalization, `vecMatMul` and row append equal `Core`'s
+(`Seq.softmax_eq_core`, `Seq.rmsNorm_eq_core`, `Seq.l2Normalize_eq_core`,
+`Seq.vecMatMul_eq_core`, `GatedMLA.appendRow_eq_concat0`); and the kernel softmaxes without
+their stabilizing shift (`Seq.softmax_eq_exp`, `Seq.maskedSoftmax_eq_exp`,
+`Seq.maskedSoftmax_future`). Every folder whose executable code is built on this kernel
+(Sequence, Depth, Model, Graph) imports these facts from here.
 -/
 
 @[expose] public section
@@ -62,7 +70,7 @@ theorem getElem_buildArray {n : Nat} (f : Fin n → β) (k : Nat) (h : k ≤ n) 
 
 @[simp] theorem memoFn_eq {n : Nat} (f : Fin n → β) : memoFn f = f := by
   funext i
-  simp only [memoFn]
+  simp only [memoFn, readArray]
   split
   · rename_i h
     exact getElem_buildArray f n _ i.val (by rw [size_buildArray] at h; exact h)
@@ -82,88 +90,99 @@ theorem getElem_buildArray {n : Nat} (f : Fin n → β) (k : Nat) (h : k ≤ n) 
 @[simp] theorem vecMatMul_apply [Scalar α] {n m : Nat} (x : Tensor α [n]) (w : Tensor α [n, m])
     (k : Fin m) : vecMatMul x w k = finSum n (fun i => x i * w i k) := by simp [vecMatMul]
 
+section Core
+
+variable [Scalar α]
+
+/-- The kernel's running maximum is `Core`'s. -/
+theorem maxFrom_eq (acc : α) (n : Nat) (f : Fin n → α) : Seq.maxFrom acc n f = finMaxFrom acc n f := by
+  induction n generalizing acc with
+  | zero => rfl
+  | succ n ih => simp only [Seq.maxFrom, finMaxFrom, ih]
+
+/-- The kernel's softmax is `Core`'s `softmaxVec`. -/
+theorem softmax_eq_core {n : Nat} (x : Tensor α [n]) : Seq.softmax x = Tensor.softmaxVec x := by
+  cases n with
+  | zero => funext j; exact j.elim0
+  | succ n =>
+    funext j
+    simp [Seq.softmax, Tensor.softmaxVec_apply, Tensor.vecMax, Seq.maxFrom_eq]
+
+/-- The kernel's RMSNorm is `Core`'s `rmsNormVec`. -/
+theorem rmsNorm_eq_core {n : Nat} (eps : α) (z g : Tensor α [n]) :
+    Seq.rmsNorm eps z g = Tensor.rmsNormVec eps z g := by
+  funext j; simp [Seq.rmsNorm, Seq.sumSq, Tensor.rmsNormVec_apply]
+
+/-- The kernel's `vecMatMul` is `Core`'s. -/
+theorem vecMatMul_eq_core {n m : Nat} (x : Tensor α [n]) (w : Tensor α [n, m]) :
+    Seq.vecMatMul x w = Tensor.vecMatMul x w := by
+  funext k; simp
+
+/-- The kernel's L2 normalization is `Core`'s. -/
+theorem l2Normalize_eq_core {n : Nat} (eps : α) (z : Tensor α [n]) :
+    Seq.l2Normalize eps z = Tensor.l2NormVec eps z := by
+  funext j; simp [Seq.l2Normalize, Seq.sumSq, Tensor.l2NormVec_apply]
+
+end Core
+
+section Masked
+
+variable [ScalarField α]
+
+/-- Future positions get weight exactly zero under the causal mask. -/
+theorem maskedSoftmax_future (t : Nat) {n : Nat} (x : Tensor α [n + 1]) (i : Fin (n + 1))
+    (hi : t < i.val) : Seq.maskedSoftmax t x i = 0 := by
+  simp only [Seq.maskedSoftmax, Seq.memoFn_eq]
+  have : ¬ i.val ≤ t := by omega
+  rw [if_neg this]; grind
+
+end Masked
+
+section Shift
+
+variable [ScalarLaws α]
+
+/-- The stabilizing shift does not change the softmax: `softmax(x)_i = e^{x_i} / Σ_j e^{x_j}`. -/
+theorem softmax_eq_exp {n : Nat} (x : Tensor α [n + 1]) (i : Fin (n + 1)) :
+    Seq.softmax x i = Scalar.exp (x i) / finSum (n + 1) (fun j => Scalar.exp (x j)) := by
+  simp only [Seq.softmax, Seq.memoFn_eq, Seq.sum_eq]
+  generalize Seq.maxFrom (x 0) (n + 1) x = m
+  have he : ∀ j, Scalar.exp (x j - m) = Scalar.exp (x j) * Scalar.exp (-m) := fun j => by
+    rw [← ScalarLaws.exp_add]; congr 1; grind
+  simp only [he]
+  rw [finSum_mul_right]
+  exact mul_div_mul_right_of_pos (ScalarLaws.exp_pos _)
+
+/-- The masked softmax without its shift:
+`w_j = [j ≤ t] e^{x_j} / Σ_k [k ≤ t] e^{x_k}`. -/
+theorem maskedSoftmax_eq_exp (t : Nat) {n : Nat} (x : Tensor α [n + 1]) (i : Fin (n + 1)) :
+    Seq.maskedSoftmax t x i =
+      (if i.val ≤ t then Scalar.exp (x i) else 0) /
+        finSum (n + 1) (fun j => if j.val ≤ t then Scalar.exp (x j) else 0) := by
+  simp only [Seq.maskedSoftmax, Seq.memoFn_eq, Seq.sum_eq]
+  generalize Seq.maxFrom (x 0) (n + 1) x = m
+  have he : ∀ j : Fin (n + 1), (if j.val ≤ t then Scalar.exp (x j - m) else 0) =
+      (if j.val ≤ t then Scalar.exp (x j) else 0) * Scalar.exp (-m) := fun j => by
+    split
+    · rw [← ScalarLaws.exp_add]; congr 1; grind
+    · grind
+  simp only [he]
+  rw [finSum_mul_right]
+  exact mul_div_mul_right_of_pos (ScalarLaws.exp_pos _)
+
+end Shift
+
 end Seq
 
-section Field
+namespace GatedMLA
 
-variable {α : Type} [ScalarField α]
+variable {α : Type}
 
-/-- Summing against a Kronecker delta picks out one term (delta on the left). -/
-theorem finSum_delta_mul : ∀ (n : Nat) (j : Fin n) (f : Fin n → α),
-    finSum n (fun i => (if i = j then 1 else 0) * f i) = f j
-  | 0, j, _ => j.elim0
-  | n + 1, j, f => by
-    rw [finSum_succ']
-    cases j using Fin.cases with
-    | zero =>
-      have h : ∀ i : Fin n, ((if i.succ = (0 : Fin (n + 1)) then (1 : α) else 0) * f i.succ) = 0 :=
-        fun i => by simp [Fin.succ_ne_zero]; grind
-      rw [finSum_congr h, finSum_const_zero]; simp; grind
-    | succ j =>
-      have h : ∀ i : Fin n, ((if i.succ = j.succ then (1 : α) else 0) * f i.succ) =
-          (if i = j then 1 else 0) * f i.succ := fun i => by simp [Fin.succ_inj]
-      rw [finSum_congr h, finSum_delta_mul n j (fun i => f i.succ)]
-      have : ((0 : Fin (n + 1)) = j.succ) = False := by simp [(Fin.succ_ne_zero j).symm]
-      simp only [this, if_false]; grind
+/-- The kernel's row append is `Core`'s `concat0` with one row. -/
+theorem appendRow_eq_concat0 {T k : Nat} (rows : Tensor α [T, k]) (row : Tensor α [k]) :
+    appendRow rows row = Tensor.concat0 (n := 1) rows (fun _ => row) := by
+  funext i; simp only [appendRow, Tensor.concat0]
 
-/-- Summing against a Kronecker delta picks out one term (delta on the left, other order). -/
-theorem finSum_delta_mul' (n : Nat) (j : Fin n) (f : Fin n → α) :
-    finSum n (fun i => (if j = i then 1 else 0) * f i) = f j := by
-  rw [← finSum_delta_mul n j f]; apply finSum_congr; intro i
-  by_cases h : i = j
-  · subst h; rfl
-  · have h' : ¬ j = i := fun e => h e.symm
-    simp [h, h']
-
-/-- Summing against a Kronecker delta picks out one term (delta on the right). -/
-theorem finSum_mul_delta (n : Nat) (j : Fin n) (f : Fin n → α) :
-    finSum n (fun i => f i * (if i = j then 1 else 0)) = f j := by
-  rw [← finSum_delta_mul n j f]; apply finSum_congr; intro i; grind
-
-end Field
-
-namespace Tensor
-
-variable {α : Type} [ScalarField α]
-
-/-- The identity matrix is a left unit of `matMul`. -/
-theorem identity_matMul {n m : Nat} (b : Tensor α [n, m]) :
-    matMul (fun i j => if i = j then 1 else 0) b = b := by
-  funext r k
-  simp only [matMul_apply]
-  exact finSum_delta_mul' n r (fun i => b i k)
-
-/-- The identity matrix is a right unit of `matMul`. -/
-theorem matMul_identity {p n : Nat} (a : Tensor α [p, n]) :
-    matMul a (fun i j => if i = j then 1 else 0) = a := by
-  funext r k
-  simp only [matMul_apply]
-  exact finSum_mul_delta n k (fun i => a r i)
-
-/-- `matMul` distributes over addition on the right factor. -/
-theorem matMul_add_right {p n m : Nat} (a : Tensor α [p, n]) (b c : Tensor α [n, m]) :
-    matMul a (add [n, m] b c) = add [p, m] (matMul a b) (matMul a c) := by
-  funext r k
-  simp only [matMul_apply, add_cons_apply, add_nil]
-  rw [← finSum_add]; apply finSum_congr; intro i; grind
-
-/-- Addition of matrices is associative. -/
-theorem add_assoc2 {m n : Nat} (a b c : Tensor α [m, n]) :
-    add [m, n] (add [m, n] a b) c = add [m, n] a (add [m, n] b c) := by
-  funext r k; simp only [add_cons_apply, add_nil]; grind
-
-/-- Zero is a right unit of matrix addition. -/
-theorem add_zero2 {m n : Nat} (a : Tensor α [m, n]) : add [m, n] a (fun _ _ => 0) = a := by
-  funext r k; simp only [add_cons_apply, add_nil]; grind
-
-/-- A matrix times the zero matrix is zero. -/
-theorem matMul_zero {p n m : Nat} (a : Tensor α [p, n]) :
-    matMul a (fun (_ : Fin n) (_ : Fin m) => (0 : α)) = fun _ _ => 0 := by
-  funext r k
-  simp only [matMul_apply]
-  have h : ∀ i : Fin n, a r i * (0 : α) = 0 := fun _ => by grind
-  rw [finSum_congr h, finSum_const_zero]
-
-end Tensor
+end GatedMLA
 
 end KimiK3

@@ -25,77 +25,9 @@ namespace KimiK3
 
 variable {α : Type}
 
-section Field
-
-variable [ScalarField α]
-
-/-- A sum over `Fin T` of terms masked to the positions `j ≤ t` (`t < T`) is the sum over the
-first `t + 1` positions. -/
-theorem finSum_mask : ∀ (T t : Nat) (_ : t < T) (g : Fin T → α),
-    finSum T (fun j => if j.val ≤ t then g j else 0) = finSum (t + 1) (fun j => g ⟨j.val, by omega⟩)
-  | 0, _, ht, _ => absurd ht (Nat.not_lt_zero _)
-  | T + 1, t, ht, g => by
-    rw [finSum_succ]
-    by_cases h : t = T
-    · subst h
-      have hl : (Fin.last t).val ≤ t := by simp
-      rw [if_pos hl, finSum_succ]
-      congr 1
-      apply finSum_congr; intro j
-      have hj : (Fin.castSucc j).val ≤ t := by rw [Fin.val_castSucc]; omega
-      rw [if_pos hj]
-    · have hlt : t < T := by omega
-      have hl : ¬ (Fin.last T).val ≤ t := by simp; omega
-      rw [if_neg hl]
-      have := finSum_mask T t hlt (fun j => g j.castSucc)
-      simp only [Fin.val_castSucc] at this ⊢
-      rw [this]; exact Lean.Grind.Semiring.add_zero _
-
-/-- Future positions get weight exactly zero under the causal mask. -/
-theorem Seq.maskedSoftmax_future (t : Nat) {n : Nat} (x : Tensor α [n + 1]) (i : Fin (n + 1))
-    (hi : t < i.val) : Seq.maskedSoftmax t x i = 0 := by
-  simp only [Seq.maskedSoftmax, Seq.memoFn_eq]
-  have : ¬ i.val ≤ t := by omega
-  rw [if_neg this]; grind
-
-end Field
-
 section Laws
 
 variable [ScalarLaws α]
-
-theorem mul_div_mul_right_of_pos {a b c : α} (hc : 0 < c) : a * c / (b * c) = a / b := by
-  have hne : c ≠ 0 := by grind
-  rw [Lean.Grind.Field.div_eq_mul_inv, Lean.Grind.Field.div_eq_mul_inv]
-  grind
-
-/-- The stabilizing shift does not change the softmax: `softmax(x)_i = e^{x_i} / Σ_j e^{x_j}`. -/
-theorem Seq.softmax_eq_exp {n : Nat} (x : Tensor α [n + 1]) (i : Fin (n + 1)) :
-    Seq.softmax x i = Scalar.exp (x i) / finSum (n + 1) (fun j => Scalar.exp (x j)) := by
-  simp only [Seq.softmax, Seq.memoFn_eq, Seq.sum_eq]
-  generalize Seq.maxFrom (x 0) (n + 1) x = m
-  have he : ∀ j, Scalar.exp (x j - m) = Scalar.exp (x j) * Scalar.exp (-m) := fun j => by
-    rw [← ScalarLaws.exp_add]; congr 1; grind
-  simp only [he]
-  rw [finSum_mul_right]
-  exact mul_div_mul_right_of_pos (ScalarLaws.exp_pos _)
-
-/-- The masked softmax without its shift:
-`w_j = [j ≤ t] e^{x_j} / Σ_k [k ≤ t] e^{x_k}`. -/
-theorem Seq.maskedSoftmax_eq_exp (t : Nat) {n : Nat} (x : Tensor α [n + 1]) (i : Fin (n + 1)) :
-    Seq.maskedSoftmax t x i =
-      (if i.val ≤ t then Scalar.exp (x i) else 0) /
-        finSum (n + 1) (fun j => if j.val ≤ t then Scalar.exp (x j) else 0) := by
-  simp only [Seq.maskedSoftmax, Seq.memoFn_eq, Seq.sum_eq]
-  generalize Seq.maxFrom (x 0) (n + 1) x = m
-  have he : ∀ j : Fin (n + 1), (if j.val ≤ t then Scalar.exp (x j - m) else 0) =
-      (if j.val ≤ t then Scalar.exp (x j) else 0) * Scalar.exp (-m) := fun j => by
-    split
-    · rw [← ScalarLaws.exp_add]; congr 1; grind
-    · grind
-  simp only [he]
-  rw [finSum_mul_right]
-  exact mul_div_mul_right_of_pos (ScalarLaws.exp_pos _)
 
 namespace GatedMLA
 

@@ -25,22 +25,6 @@ section Laws
 
 variable [ScalarLaws α]
 
-/-- The sigmoid is strictly below one. -/
-theorem sigmoid_lt_one (x : α) : Scalar.sigmoid x < 1 := by
-  rw [ScalarLaws.sigmoid_eq]
-  have hp := ScalarLaws.exp_pos (-x)
-  have hd : (0 : α) < 1 + Scalar.exp (-x) := by grind
-  have hi := inv_pos' hd
-  have hm : (1 + Scalar.exp (-x)) * (1 + Scalar.exp (-x))⁻¹ = 1 :=
-    Lean.Grind.Field.mul_inv_cancel (by grind)
-  rw [Lean.Grind.Field.div_eq_mul_inv]
-  -- if the inverse were `≥ 1`, then `d · d⁻¹ ≥ d > 1`
-  rcases lt_or_le' ((1 + Scalar.exp (-x))⁻¹) 1 with h | h
-  · grind
-  · exfalso
-    have := Lean.Grind.OrderedRing.mul_le_mul_of_nonneg_left h (Std.le_of_lt hd)
-    grind
-
 /-- The log-decay lies strictly between the floor and zero when the floor is negative. -/
 theorem logDecay_bounds {logFloor : α} (h : logFloor < 0) (logScale logit : α) :
     logFloor < logDecay logFloor logScale logit ∧ logDecay logFloor logScale logit < 0 := by

@@ -1,10 +1,10 @@
+-- bundle: KimiK3.Core.Examples
 /-!
-# Evaluation checks
+# Core: every tensor operation and the example graphs at `Float`
 
-Appended by `codegen.checks` to the sources of the executable modules (`codegen.bundle`) and
-elaborated as one file: the offline interpreter only runs code of the file it elaborates.
-Every operation runs at `Float` on literal tensors with hand-computed results (compared
-entrywise within `1e-6`); any failing `#guard` is an error.
+Every operation of `Core/Kernel.lean` runs at `Float` on literal tensors with hand-computed
+results (compared entrywise within `1e-6`); the example models of `Core/Examples.lean` run on
+fixed weights. Run by `tests/test_lean_checks.py`.
 -/
 
 namespace KimiK3.EvalCheck
@@ -104,7 +104,5 @@ def layoutMixOut : Env Float [[9], [3]] :=
 
 #guard close [9] layoutMixOut.head (lit [9] [1, 4, 7, 2, 5, 8, 3, 6, 9])
 #guard close [3] layoutMixOut.tail.head (lit [3] [4, 5, 6])
-
-#eval IO.println "eval checks passed"
 
 end KimiK3.EvalCheck

@@ -1,13 +1,12 @@
--- Float checks and the graph export of AttnRes (k3-spec §2.4, §2.5).
---
--- Not a Lean module of the build: the offline toolchain cannot interpret imported library code.
--- Run it the way `codegen/bundle.py` does: one standalone file from the executable modules
--- `KimiK3.Core.Scalar`, `KimiK3.Core.Kernel`, `KimiK3.Core.Json`, `KimiK3.Sequence.Kernel`,
--- `KimiK3.Depth.Kernel`, `KimiK3.Depth.Graph` (headers stripped, in dependency order) followed
--- by this text; `tests/test_depth.py` does exactly that. Every `#guard` must pass; the lines
--- `{"check": …}` carry Float bits that the test compares with an independent Python computation;
--- the `{"format": "k3spec.graph.v1", …}` document is `fixtures/graphs/attnres_tiny.json`.
--- The same facts are proved in `BlockState.lean`, `AttnRes.lean`, `AttnResGraph.lean`.
+-- bundle: KimiK3.Depth.Graph
+/-!
+# Depth (AttnRes, block state) at `Float` (k3-spec §2.4, §2.5)
+
+Every `#guard` must pass; the lines `{"check": …}` carry Float bits that `tests/test_depth.py`
+compares with an independent Python computation. The same facts are proved in
+`lean/KimiK3/Depth/BlockState.lean`, `AttnRes.lean`, `AttnResGraph.lean`. Run by
+`tests/test_lean_checks.py`.
+-/
 namespace KimiK3.DepthChecks
 open KimiK3
 
@@ -89,5 +88,4 @@ def kernelOut : Tensor Float [24] := AttnRes.attendPacked 1e-5 tinyQuery tinyVal
   (AttnRes.attendPacked 1e-5 (fun k => tinyQuery k * tinyGain k) tinyValues)
 #eval IO.println (report "tiny_graph" (graphOut (fun _ => 1)))
 
-#eval IO.println AttnRes.jsonTiny
 end KimiK3.DepthChecks

@@ -1,0 +1,42 @@
+"""Every Lean check file of `tests/lean/` runs: its `#guard`s pass and Lean reports no error.
+
+The expected values in the check files are computed by hand (comments beside each check); the
+runner is `tests/lean_checks.py`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lean_checks import CheckFileError, bundle_modules, check_files, run_check_file
+
+
+@pytest.mark.lean
+@pytest.mark.parametrize("path", check_files(), ids=lambda p: p.stem)
+def test_check_file_passes(path: Path) -> None:
+    try:
+        run_check_file(path)
+    except CheckFileError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+def test_every_check_file_names_its_bundle() -> None:
+    assert check_files(), "tests/lean/ holds no check file"
+    for path in check_files():
+        assert bundle_modules(path)
+
+
+def test_file_without_header_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "NoHeader.lean"
+    path.write_text("#guard 1 + 1 == 2\n", encoding="utf-8")
+    with pytest.raises(CheckFileError, match=r"NoHeader\.lean:1: the first line must be `-- bundle:"):
+        run_check_file(path)
+
+
+def test_unknown_bundle_module_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "Unknown.lean"
+    path.write_text("-- bundle: KimiK3.Core.NoSuchModule\n#guard true\n", encoding="utf-8")
+    with pytest.raises(CheckFileError, match=r"Unknown\.lean:1: .*KimiK3\.Core\.NoSuchModule"):
+        run_check_file(path)
