@@ -1,0 +1,12 @@
+module
+
+public import KimiK3.Exec.Kernel
+public import KimiK3.Exec.Arr
+public import KimiK3.Exec.Ops
+
+/-!
+# `KimiK3.Exec`: the executable specification
+
+Array-backed tensors and executable versions of the reference functions of K3, each proved
+equal to the reference definition for every scalar type (see `Exec/README.md`).
+-/
