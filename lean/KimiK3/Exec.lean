@@ -3,6 +3,7 @@ module
 public import KimiK3.Exec.Kernel
 public import KimiK3.Exec.Arr
 public import KimiK3.Exec.Ops
+public import KimiK3.Exec.Channel
 
 /-!
 # `KimiK3.Exec`: the executable specification
