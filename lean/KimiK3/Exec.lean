@@ -4,6 +4,7 @@ public import KimiK3.Exec.Kernel
 public import KimiK3.Exec.Arr
 public import KimiK3.Exec.Ops
 public import KimiK3.Exec.Channel
+public import KimiK3.Exec.MLA
 public import KimiK3.Exec.KDA
 public import KimiK3.Exec.Depth
 public import KimiK3.Exec.RatScalar
