@@ -7,6 +7,7 @@ public import KimiK3.Exec.Channel
 public import KimiK3.Exec.MLA
 public import KimiK3.Exec.KDA
 public import KimiK3.Exec.Depth
+public import KimiK3.Exec.Model
 public import KimiK3.Exec.RatScalar
 
 /-!
