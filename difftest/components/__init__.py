@@ -4,9 +4,10 @@ A new component (e.g. one with a freshly exported graph) is one class and one en
 names its Lean template (`difftest/templates/<name>.lean.j2`), its Lean modules, its input kinds,
 its pybridge module and, when an export exists, its graph file and parameter mapping.
 
-`lean_default` marks the components the default run evaluates in Lean (those the offline
-interpreter evaluates in seconds; `--lean-all` evaluates every one that has a Lean template;
-`decoder_step`, the whole decoder token step, has none: its graph is the reference).
+`lean_default` marks the components the default run evaluates in Lean: every component whose
+template calls the executable specification (`KimiK3.Exec`, seconds per case offline);
+`--lean-all` evaluates every one that has a Lean template; `decoder_step`, the whole decoder
+token step, has none yet: its graph is the reference.
 
 Hooks for the lead: `model` (the whole language model, `LanguageModel.step/run` on branch
 `model`) is not registered yet; the KDA layer and AttnRes components take their graphs

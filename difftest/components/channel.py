@@ -40,11 +40,11 @@ class ExpertComponent(Component):
     name = "expert"
     summary = "SiTU expert y = SiTU(c_g, c_u, xG, xU) D (Lean Expert.forward; SituExpert)"
     template = "expert"
-    lean_targets = ("KimiK3.Channel.Expert",)
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True  # the executable spec (KimiK3.Exec)
     kinds = ("random", "saturate", "tiny")
     default_sizes = {"d": 24, "h": 13}
     graph_file = "channel_expert_tiny.json"
-    lean_default = True  # about 3 s per case offline
 
     def sample(self, rng, kind, sizes):
         d, h = sizes["d"], sizes["h"]
@@ -89,7 +89,8 @@ class LatentMoEComponent(Component):
     name = "latent_moe"
     summary = "Stable LatentMoE with its own top-k route (Lean forwardAuto/route; LatentMoE)"
     template = "latent_moe"
-    lean_targets = ("KimiK3.Channel.LatentMoE",)
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True  # the executable spec (KimiK3.Exec)
     kinds = ("random", "saturate", "tie", "tiny")
     default_sizes = {"d": 24, "l": 12, "hs": 13, "hr": 13, "S": 2, "E": 6, "k": 2}
     graph_file = "channel_latent_moe_tiny.json"

@@ -15,7 +15,8 @@ class AttnResComponent(Component):
     name = "attnres"
     summary = "AttnRes depth state over L layers (Lean BlockState.retrieve/finishLayer; attnres.retrieve, DepthState)"
     template = "attnres"
-    lean_targets = ("KimiK3.Depth.Kernel",)
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True  # the executable spec (KimiK3.Exec)
     kinds = ("random", "saturate", "tiny", "tie")
     default_sizes = {"D": 24, "L": 5, "B": 3}
     graph_file = "attnres_tiny.json"  # one retrieval over 3 sources (branch `depth`); used where 3 are read

@@ -24,7 +24,8 @@ class KDARecurrenceComponent(Component):
     name = "kda_recurrence"
     summary = "KDA heads over a sequence from a state (Lean KDA.runF; kda_chunked, kda_recurrent)"
     template = "kda_recurrence"
-    lean_targets = ("KimiK3.Sequence.Kernel",)
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True  # the executable spec (KimiK3.Exec)
     kinds = ("random", "long", "tiny")
     default_sizes = {"H": 2, "K": 5, "V": 7, "T": 6}
     graph_file = "kda_packed_step_tiny.json"
@@ -102,7 +103,8 @@ class KDALayerComponent(Component):
     name = "kda_layer"
     summary = "KDA layer over a sequence (Lean KDA.layerForward; KimiDeltaAttention prefill and decode)"
     template = "kda_layer"
-    lean_targets = ("KimiK3.Sequence.Kernel",)
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True  # the executable spec (KimiK3.Exec)
     kinds = ("random", "saturate", "tiny")
     default_sizes = {"D": 24, "H": 2, "K": 5, "V": 7, "W": 4, "R": 15, "T": 3}
     graph_file = None  # hook: fixtures/graphs/kda_layer_step_tiny.json (stepgraph) joins here
@@ -195,7 +197,8 @@ class MLAComponent(Component):
     name = "mla"
     summary = "Gated MLA over a sequence (Lean GatedMLA.forward; GatedMLA prefill and decode)"
     template = "mla"
-    lean_targets = ("KimiK3.Sequence.Kernel",)
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True  # the executable spec (KimiK3.Exec)
     kinds = ("random", "saturate", "tiny")
     default_sizes = {"D": 24, "H": 3, "Lq": 10, "Lkv": 11, "C": 9, "R": 14, "V": 8, "T": 4}
     graph_file = "mla_packed_step_tiny.json"  # one decode step with 2 cached tokens: compared at t = 2
