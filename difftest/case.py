@@ -44,6 +44,7 @@ class Case:
         """The seed and the exact inputs (float64 bit patterns as hex), enough to rerun the case."""
         return {
             "component": self.component,
+            "index": self.index,
             "kind": self.kind,
             "seed": self.seed,
             "sizes": self.sizes,
@@ -52,6 +53,14 @@ class Case:
                 name: {"shape": list(t.shape), "float64_hex": hex_bits(t)} for name, t in self.tensors.items()
             },
         }
+
+
+    @classmethod
+    def from_reproducer(cls, doc: dict) -> Case:
+        """The exact case a `reproducer()` document describes."""
+        tensors = {name: from_hex_bits(t["float64_hex"], t["shape"]) for name, t in doc["tensors"].items()}
+        return cls(doc["component"], int(doc.get("index", 0)), doc["kind"], int(doc["seed"]), dict(doc["sizes"]),
+                   tensors, int(doc.get("simplify", 0)))
 
 
 def hex_bits(t: np.ndarray) -> str:

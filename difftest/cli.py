@@ -1,8 +1,12 @@
 """`difftest`: differential testing of the Lean reference, exported graphs and the torch model.
 
-    difftest run                         # every component, defaults (the README's main job, CI)
+    difftest run                         # every component, one case per input kind (the README's main job, CI)
     difftest run --component mla --cases 10 --seed 3 --dtype float64 --report build/difftest
-    difftest list                        # components, their input kinds and graph exports
+    difftest run --thorough              # three cases per kind, wider batches and prefixes
+    difftest list                        # components, their input kinds, references and graph exports
+    difftest replay build/difftest/summary.json   # rerun the exact inputs of each reported failure
+    difftest list --impl fla-naive-recurrent      # what an implementation covers, and what not (why)
+    difftest run --no-lean --impl my_pkg.k3:adapter   # an implementation as one more leg (difftest.adapters)
 """
 
 from __future__ import annotations
@@ -31,19 +35,68 @@ def main() -> None:
     """Lean reference vs exported graph vs PyTorch model, on random and adversarial inputs."""
 
 
+def _load_impls(specs: tuple[str, ...]) -> tuple:
+    from difftest.adapters import AdapterError, load
+
+    try:
+        return tuple(load(s) for s in specs)
+    except AdapterError as exc:
+        raise click.BadParameter(str(exc), param_hint="--impl") from exc
+
+
+IMPL_HELP = ("An implementation to check (repeatable): package.module:object, an entry point of group "
+             "difftest.impls, or a built-in (`difftest list --impl NAME`; difftest.adapters).")
+
+
 @main.command("list")
-def list_components() -> None:
-    """The registered components."""
+@click.option("--impl", "impls", multiple=True, metavar="SPEC", help=IMPL_HELP)
+def list_components(impls) -> None:
+    """The registered components: input kinds, float64 references, graph export, Lean leg; with
+    --impl, what each implementation covers and what not (and why)."""
+    if impls:
+        _list_impls(_load_impls(impls))
+        return
+    from difftest.adapters import available
+
     for name, comp in _components().items():
         graph = comp.graph_file or "none yet"
         lean_note = "default run" if comp.lean_default else ("with --lean-all" if comp.template else "none")
-        click.echo(f"{name:15} {comp.summary}\n{'':15} kinds: {', '.join(comp.kinds)}; graph: {graph}; Lean: {lean_note}")
+        refs = comp.references()
+        refs_note = ", ".join(refs) if refs else "none: torch paths only (no independent reference)"
+        click.echo(f"{name:15} {comp.summary}")
+        click.echo(f"{'':15} references: {refs_note}; graph: {graph}; Lean: {lean_note}")
+        for kind, what in comp.kinds.items():
+            click.echo(f"{'':15}   kind {kind:9} {what}")
+    click.echo(f"implementations (--impl): {', '.join(available())}, or package.module:object")
+
+
+def _list_impls(impls: tuple) -> None:
+    from difftest.adapters import CONTRACTS
+    from difftest.adapters.legs import FLOAT64_ONLY
+
+    for impl in impls:
+        click.echo(f"{impl.name} ({impl.spec}): {impl.description}")
+        click.echo(f"  dtypes: {', '.join(impl.dtypes)}")
+        covered, missing = impl.covered(), impl.not_covered()
+        for comp, contract in CONTRACTS.items():
+            if comp in covered:
+                extra = f" (float64 only: {FLOAT64_ONLY[comp]})" if comp in FLOAT64_ONLY else ""
+                click.echo(f"  {comp:15} implemented{extra}: returns {', '.join(contract.outputs)}")
+                click.echo(f"  {'':15}   receives {contract.inputs}; returns "
+                           + ", ".join(f"{k} {v}" + (" (required)" if k in contract.primary else "")
+                                       for k, v in contract.outputs.items()))
+            elif comp in missing:
+                click.echo(f"  {comp:15} not covered: {missing[comp]}")
+            else:
+                click.echo(f"  {comp:15} not provided")
 
 
 @main.command("run")
 @click.option("--component", "components", multiple=True, metavar="NAME",
               help="Component to test (repeatable; default: all). See `difftest list`.")
-@click.option("--cases", default=4, show_default=True, type=click.IntRange(1, 1000), help="Cases per component.")
+@click.option("--cases", default=None, type=click.IntRange(1, 1000),
+              help="Cases per component (default: one of each input kind; kinds cycle).")
+@click.option("--thorough", is_flag=True, help="Wider profile: three cases per kind, larger batches and prefixes.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the input generators.")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice([*DTYPES, "all"]),
               help="Precision(s) of the torch runs (repeatable; default: all). float64 runs the three-way check.")
@@ -59,10 +112,14 @@ def list_components() -> None:
 @click.option("--no-lean", is_flag=True, help="Skip the Lean reference (graph vs torch only).")
 @click.option("--no-cache", is_flag=True, help="Run Lean even for cases in the cache.")
 @click.option("--no-shrink", is_flag=True, help="Do not shrink failing cases.")
-def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases, lean_all, no_lean, no_cache,
-                no_shrink) -> None:
+@click.option("--impl", "impls", multiple=True, metavar="SPEC",
+              help=IMPL_HELP + " Default components: those it implements.")
+@click.option("--no-pybridge", is_flag=True, help="Leave out the torch model's legs (an --impl check: NumPy, graph, Lean).")
+def run_command(components, cases, thorough, seed, dtypes, device, report_dir, lean_cases, lean_all, no_lean, no_cache,
+                no_shrink, impls, no_pybridge) -> None:
     """Run the differential test; exit status 1 when any comparison fails."""
     registry = _components()
+    adapters = _load_impls(impls)
     unknown = [c for c in components if c not in registry]
     if unknown:
         raise click.BadParameter(f"unknown component {', '.join(map(repr, unknown))}; known: {', '.join(registry)}",
@@ -74,8 +131,15 @@ def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases,
             raise click.BadParameter(f"{device!r}: torch sees no CUDA device here", param_hint="--device")
     elif device != "cpu":
         raise click.BadParameter(f"{device!r}: use cpu or cuda[:N]", param_hint="--device")
-    chosen = list(components) or list(registry)
+    covered = [c for c in registry if any(c in a.covered() for a in adapters)]
+    if adapters and not covered:
+        raise click.BadParameter(f"{', '.join(a.name for a in adapters)} cover(s) no component on {device} "
+                                 "(`difftest list --impl`)", param_hint="--impl")
+    chosen = list(components) or covered or list(registry)
     dts = list(DTYPES) if not dtypes or "all" in dtypes else list(dict.fromkeys(dtypes))
+    for a in adapters:
+        if not set(a.dtypes) & set(dts):
+            raise click.BadParameter(f"{a.name} runs at {', '.join(a.dtypes)} only; none of them requested", param_hint="--dtype")
 
     from difftest import lean, report
     from difftest.runner import run
@@ -84,7 +148,7 @@ def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases,
     try:
         result = run(chosen, cases, seed, dts, device, use_lean=not no_lean and lean_cases > 0,
                      use_cache=not no_cache, shrink=not no_shrink, lean_cases=lean_cases, lean_all=lean_all,
-                     progress=_say)
+                     thorough=thorough, progress=_say, adapters=adapters, pybridge=not no_pybridge)
     except lean.LeanEvaluationError as exc:
         raise click.ClickException(str(exc)) from exc
     for r in result.results:
@@ -100,6 +164,34 @@ def run_command(components, cases, seed, dtypes, device, report_dir, lean_cases,
                f"{time.monotonic() - start:.1f} s (Lean {result.lean_record['seconds']} s, "
                f"{result.lean_record['ran']} evaluated, {result.lean_record['cached']} cached)")
     sys.exit(0 if result.passed else 1)
+
+
+@main.command("replay")
+@click.argument("summary", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--device", default="cpu", show_default=True, help="torch device.")
+@click.option("--impl", "impls", multiple=True, metavar="SPEC",
+              help="Replay with these implementations instead of those the summary names.")
+def replay_command(summary: Path, device: str, impls) -> None:
+    """Rerun the exact inputs of every failure in a `summary.json` (no Lean), with the
+    implementations it names; exit status 1 when any still fails."""
+    import json
+
+    from difftest import report
+    from difftest.adapters import AdapterError
+    from difftest.runner import replay
+
+    doc = json.loads(summary.read_text(encoding="utf-8"))
+    adapters = _load_impls(impls) if impls else None
+    still = 0
+    for failure in doc.get("failures", []):
+        try:
+            r = replay(failure["reproducer"], device=device, adapters=adapters)
+        except AdapterError as exc:
+            raise click.ClickException(f"{summary}: {exc} (give the implementation with --impl)") from exc
+        still += not r.passed
+        click.echo(report.diff_text(r) if not r.passed else f"now passes: {r.case.label}")
+    click.echo(f"replayed {len(doc.get('failures', []))} failure(s): {still} still fail")
+    sys.exit(1 if still else 0)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,49 @@
 """Seeded input distributions: well-conditioned ones and adversarial ones.
 
-Kinds (each component lists the ones that apply to it):
-* `random`   — weights N(0, 1/fan_in), activations of unit size: the well-conditioned case;
-* `saturate` — activations 30× larger: pre-activations far beyond the soft caps, saturated
-               sigmoids, retention at its floor, peaked softmaxes;
-* `tiny`     — activations 1e-7× as large: norms near zero, where the ε of RMSNorm / L2
-               normalization dominates;
-* `tie`      — exact ties (equal router scores at the top-k boundary, equal depth sources);
-* `long`     — long sequences (KDA decay over many tokens, chunk boundaries).
+Each component names its kinds and what they stress (`difftest list`); shared ones:
+* `random` — weights N(0, 1/fan_in), activations of unit size: the well-conditioned case;
+* `small`, `large` — inputs and weights ×1e-3 / ×1e3 (magnitude sweep);
+* `eps` — the inputs of a norm near √ε, where the ε of RMSNorm / L2 normalization dominates;
+* `tie`, `near_tie` — exact and near ties (router scores at the top-k boundary, depth sources);
+* `long`, `short` — long sequences (decay over many tokens, many chunk boundaries) and one token;
+* `decay` — KDA retention at both ends of (e^-5, 1).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-KIND_SCALE = {"random": 1.0, "saturate": 30.0, "tiny": 1e-7, "tie": 1.0, "long": 1.0}
+MAGNITUDE = {"small": 1e-3, "large": 1e3}
 
 
-def scale_for_kind(kind: str) -> float:
-    return KIND_SCALE[kind]
+def magnitude(kind: str) -> float:
+    """The scale of inputs and weights in the magnitude sweep (1 outside it)."""
+    return MAGNITUDE.get(kind, 1.0)
 
 
 def gaussian(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> np.ndarray:
     return rng.standard_normal(shape) * std
+
+
+def unit_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Gaussian rows normalized to unit length (last axis)."""
+    x = rng.standard_normal(shape)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def pieces(total: int, conv_width: int, chunk: int = 16) -> list[int]:
+    """Lengths of consecutive prefill calls covering `total` tokens: one shorter than the conv
+    width, one crossing a KDA chunk boundary without being a multiple of the chunk, then the
+    rest in calls of 2 chunks + 3 tokens."""
+    out, left = [], total
+    for n in (max(1, conv_width - 2), chunk + 1):
+        if left > 0:
+            out.append(min(n, left))
+            left -= out[-1]
+    while left > 0:
+        out.append(min(2 * chunk + 3, left))
+        left -= out[-1]
+    return out
 
 
 def simplify(values: np.ndarray, level: int) -> np.ndarray:

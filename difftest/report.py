@@ -60,19 +60,26 @@ def diff_text(r: CaseResult, shrunk: CaseResult | None = None) -> str:
 def summary(run: RunResult) -> dict:
     comps: dict[str, dict] = {}
     for r in run.results:
-        s = comps.setdefault(r.component, {"summary": COMPONENTS[r.component].summary, "cases": 0, "failed_cases": 0,
-                                           "comparisons": 0, "worst_ratio": {}, "implementations": set(), "skipped": set()})
+        comp = COMPONENTS[r.component]
+        s = comps.setdefault(r.component, {"summary": comp.summary, "cases": 0, "failed_cases": 0,
+                                           "comparisons": 0, "worst_ratio": {}, "implementations": set(),
+                                           "references": comp.references() or ["none: torch paths only"],
+                                           "kinds": sorted({x.case.kind for x in run.results if x.component == r.component}),
+                                           "tolerances": {}, "whole_model": {}})
         s["cases"] += 1
         s["failed_cases"] += 0 if r.passed else 1
         s["comparisons"] += len(r.comparisons)
         s["implementations"].update(r.f64)
-        s["skipped"].update(r.skipped)
+        s["implementations"].update(c.impl for c in r.comparisons if c.impl.startswith("impl:"))
         for c in r.comparisons:
             if c.tol > 0 and math.isfinite(c.ratio):
                 s["worst_ratio"][c.dtype] = max(s["worst_ratio"].get(c.dtype, 0.0), c.ratio)
+                lo, hi = s["tolerances"].get(c.dtype, (c.tol, c.tol))
+                s["tolerances"][c.dtype] = (min(lo, c.tol), max(hi, c.tol))
+        for dtype, figures in r.info.items():
+            s["whole_model"].setdefault(dtype, []).append({"case": r.case.index, **figures})
     for s in comps.values():
         s["implementations"] = sorted(s["implementations"])
-        s["skipped"] = sorted(s["skipped"])
     failures = []
     for r in run.results:
         if r.passed:
@@ -82,12 +89,14 @@ def summary(run: RunResult) -> dict:
             "case": r.case.label,
             "comparisons": [_row(c) for c in r.failures()],
             "diff": diff_text(r, shrunk),
-            "reproducer": (shrunk or r).case.reproducer(),
+            "reproducer": {**(shrunk or r).case.reproducer(), "dtypes": sorted({c.dtype for c in (shrunk or r).failures()}),
+                           "impls": run.options.get("impls", []), "pybridge": run.options.get("pybridge", True)},
             "original_reproducer": r.case.reproducer() if shrunk else None,
         })
     return {
         "format": "difftest.report.v1",
         "passed": run.passed,
+        "adapters": adapter_columns(run),
         "options": run.options,
         "seconds": run.seconds,
         "lean": run.lean_record,
@@ -95,6 +104,26 @@ def summary(run: RunResult) -> dict:
         "failures": failures,
         "comparisons": [_row(c) for r in run.results for c in r.comparisons],
     }
+
+
+def adapter_columns(run: RunResult) -> dict[str, dict[str, dict]]:
+    """Per adapter column (`impl:<name>`) and component: comparisons, failures, and the worst
+    error / tolerance per dtype (the report's "Implementations under test" table)."""
+    cols: dict[str, dict[str, dict]] = {}
+    for r in run.results:
+        for c in r.comparisons:
+            col = next((x for x in (c.impl, c.ref) if x.startswith("impl:")), None)  # the Lean leg has it as ref
+            if col is None:
+                continue
+            s = cols.setdefault(col, {}).setdefault(r.component, {"comparisons": 0, "failed": 0, "worst_ratio": {}})
+            s["comparisons"] += 1
+            s["failed"] += not c.passed
+            ratio = c.ratio if math.isfinite(c.ratio) else math.inf
+            s["worst_ratio"][c.dtype] = max(s["worst_ratio"].get(c.dtype, 0.0), ratio)
+    for comps in cols.values():
+        for s in comps.values():
+            s["worst_ratio"] = {d: _num(v) for d, v in s["worst_ratio"].items()}
+    return cols
 
 
 def _row(c: Comparison) -> dict:

@@ -1,10 +1,12 @@
-"""`difftest run`: cases -> Lean (one batch), exported graphs and the torch model -> comparisons.
+"""`difftest run`: cases -> Lean (one batch), exported graphs, NumPy reference and the torch model
+-> comparisons.
 
-Float64 paths (Lean, graph, torch implementations) are compared pairwise under the float64
-tolerance; float32/bfloat16 runs of the torch model and graph are compared with the float64
-reference (Lean when it ran, else torch float64) under the per-dtype tolerance
-(docs/tolerances.md). A failing case is shrunk (smaller sizes, simpler values) and reported
-with a reproducer.
+float64 legs (Lean, graph, NumPy, torch implementations) are compared pairwise under the
+float64 tolerance; the Lean leg evaluates `Component.lean_case` and is compared with
+`lean_slice` of the others. float32/bfloat16: each stage of the run is compared with the float64
+NumPy reference (or graph) on the same rounded inputs (`Component.lowp_checks`), never with the
+torch model under test, under the per-dtype tolerance (docs/tolerances.md). A failing case is
+shrunk (smaller sizes, simpler values) and reported with a reproducer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 
 from difftest import lean
+from difftest.adapters import Impl, legs
 from difftest.case import Case
 from difftest.compare import DTYPES, Comparison, compare, tolerance
 from difftest.components import COMPONENTS, Component
@@ -32,7 +35,7 @@ class CaseResult:
     case: Case
     comparisons: list[Comparison] = field(default_factory=list)
     f64: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # impl -> outputs
-    skipped: list[str] = field(default_factory=list)  # implementations pybridge cannot run, with why
+    info: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> whole-model figures
 
     @property
     def passed(self) -> bool:
@@ -55,7 +58,7 @@ class RunResult:
         return all(r.passed for r in self.results)
 
 
-def _safe(fn: Callable[[], dict], what: str) -> tuple[dict | None, str]:
+def _safe(fn: Callable[[], object], what: str) -> tuple[object | None, str]:
     try:
         return fn(), ""
     except Exception as exc:  # an implementation that raises is a finding, not a crash
@@ -64,78 +67,104 @@ def _safe(fn: Callable[[], dict], what: str) -> tuple[dict | None, str]:
 
 
 def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
-                  lean_out: dict[str, np.ndarray] | None) -> CaseResult:
-    """All implementations of one case and their comparisons."""
+                  lean_out: dict[str, np.ndarray] | None, adapters: tuple[Impl, ...] = (),
+                  pybridge: bool = True) -> CaseResult:
+    """All legs of one case and their comparisons; each adapter covering `comp` is one more leg
+    (its column `impl:<name>`, `difftest.adapters.legs`); `pybridge` False leaves out the torch
+    model's legs (an adapter check: the NumPy, graph and Lean legs stay)."""
     res = CaseResult(comp.name, case)
     exact = set(comp.exact_outputs())
-    impls: dict[str, dict[str, np.ndarray]] = {}
-    if lean_out is not None:
-        impls["lean"] = lean_out
 
     def raised(dtype: str, impl: str, note: str) -> None:
         res.comparisons.append(Comparison(comp.name, case.index, case.kind, dtype, impl, "-", "*", np.inf, 0.0, False, note=note))
 
-    ref_np, err = _safe(lambda: comp.numpy_outputs(case) or {}, "numpy reference")
-    if ref_np:
-        impls["numpy"] = ref_np
+    impls: dict[str, dict[str, np.ndarray]] = {}
+    out, err = _safe(lambda: comp.numpy_outputs(case), "numpy reference")
+    if out:
+        impls["numpy"] = out
     elif err:
         raised("float64", "numpy", err)
     if comp.graph_available(case):
-        out, err = _safe(lambda: comp.graph_outputs(case, torch.float64, device), "graph (float64)")
+        out, err = _safe(lambda: comp.graph_outputs(case, device), "graph (float64)")
         if out is None:
             raised("float64", "graph", err)
         else:
             impls["graph"] = out
-    out, err = _safe(lambda: comp.torch_outputs(case, torch.float64, device), "torch (float64)")
-    if out is None:
-        raised("float64", "torch", err)
-    else:
-        impls.update(out)
-    res.f64 = impls
+    if pybridge:
+        out, err = _safe(lambda: comp.torch_outputs(case, torch.float64, device), "torch (float64)")
+        if out is None:
+            raised("float64", "torch", err)
+        else:
+            impls.update(out)
+    covering = [a for a in adapters if comp.name in a.covered()]
+    for a in covering:
+        if "float64" not in a.dtypes or "float64" not in dtypes:
+            continue
+        out, err = _safe(lambda a=a: legs.call_impl(a, comp, case, torch.float64, device, set(impls.get("numpy", ()))),
+                         f"{a.column} (float64)")
+        if out is None:
+            raised("float64", a.column, err)
+        else:
+            impls[a.column] = out
+    res.f64 = dict(impls)
     tol64 = tolerance(comp.error_model(case.sizes), "float64")
-    names = list(impls)
     if "float64" in dtypes:
+        names = list(impls)
         for j, impl in enumerate(names):
             for ref in names[:j]:
                 for output in sorted(set(impls[impl]) & set(impls[ref])):
                     res.comparisons.append(compare(comp.name, case.index, case.kind, "float64", impl, ref, output,
                                                    impls[impl][output], impls[ref][output], tol64, output in exact))
-    ref_name = next((n for n in ("lean", "numpy") if n in impls), None) or next((n for n in names if n.startswith("torch")), None)
+        if lean_out is not None:
+            res.f64["lean"] = lean_out
+            for ref in names:
+                sliced = comp.lean_slice(case, impls[ref])
+                for output in sorted(set(lean_out) & set(sliced)):
+                    res.comparisons.append(compare(comp.name, case.index, case.kind, "float64", "lean", ref, output,
+                                                   lean_out[output], sliced[output], tol64, output in exact))
     for dtype in dtypes:
-        if dtype == "float64" or ref_name is None:
+        if dtype == "float64":
             continue
-        tol = tolerance(comp.error_model(case.sizes), dtype)
-        for (impl, d, dev), why in comp.unsupported.items():
-            if d == dtype and dev == str(device).split(":")[0]:
-                res.skipped.append(f"{impl} at {dtype} on {dev}: {why}")
-        low: dict[str, dict[str, np.ndarray]] = {}
-        out, err = _safe(lambda d=DTYPES[dtype]: comp.torch_outputs(case, d, device), f"torch ({dtype})")
-        if out is None:
+        checks, err = _safe(lambda d=DTYPES[dtype]: comp.lowp_checks(case, d, device) if pybridge else [], f"{dtype} run")
+        if checks is None:
             raised(dtype, "torch", err)
-        else:
-            low.update(out)
-        if comp.graph_available(case):
-            gout, err = _safe(lambda d=DTYPES[dtype]: comp.graph_outputs(case, d, device), f"graph ({dtype})")
-            if gout is None:
-                raised(dtype, "graph", err)
-            else:
-                low["graph"] = gout
-        for impl, got in low.items():
-            want, note = comp.lowp_reference(case, got, impls[ref_name], dtype)
-            for output in sorted(set(got) & set(want)):
-                c = compare(comp.name, case.index, case.kind, dtype, impl, ref_name, output, got[output], want[output],
-                            tol, output in exact)
-                c.note = c.note or note
-                res.comparisons.append(c)
+            continue
+        for chk in checks:
+            c = compare(comp.name, case.index, case.kind, dtype, chk.impl, chk.ref, chk.output, chk.got, chk.want,
+                        tolerance(chk.model, dtype), chk.exact, metric="l2")
+            c.note = c.note or chk.note
+            res.comparisons.append(c)
+        for a in covering:
+            if dtype not in a.dtypes:
+                continue
+            checks, err = _safe(lambda d=DTYPES[dtype], a=a: legs.lowp_checks(a, comp, case, d, device), f"{a.column} ({dtype})")
+            if checks is None:
+                raised(dtype, a.column, err)
+                continue
+            for chk in checks:
+                res.comparisons.append(compare(comp.name, case.index, case.kind, dtype, chk.impl, chk.ref, chk.output,
+                                               chk.got, chk.want, tolerance(chk.model, dtype), chk.exact, metric="l2"))
+        info = getattr(comp, "info", None) if pybridge else None
+        if info is not None:
+            figures, err = _safe(lambda d=DTYPES[dtype]: info(case, d, device), f"{dtype} whole-model figures")
+            res.info[dtype] = figures if figures is not None else {"error": err}
     return res
 
 
-def build_cases(names: list[str], cases: int, seed: int) -> list[tuple[Component, Case]]:
+def default_cases(comp: Component, thorough: bool = False) -> int:
+    """One case of every kind (three with `--thorough`)."""
+    return len(comp.kinds) * (3 if thorough else 1)
+
+
+def build_cases(names: list[str], cases: int | None, seed: int, thorough: bool = False) -> list[tuple[Component, Case]]:
+    """Case i of a component has its kind number i (cycling), so the first len(kinds) cases
+    cover every kind; `cases` None: `default_cases`."""
     items = []
     for name in names:
         comp = COMPONENTS[name]
-        for i in range(cases):
-            items.append((comp, comp.make_case(i, comp.kinds[i % len(comp.kinds)], seed)))
+        kinds = list(comp.kinds)
+        for i in range(default_cases(comp, thorough) if cases is None else cases):
+            items.append((comp, comp.make_case(i, kinds[i % len(kinds)], seed, thorough=thorough)))
     return items
 
 
@@ -147,50 +176,67 @@ def shrink_candidates(comp: Component, case: Case) -> list[Case]:
         for level in (2, 1, 0):
             if sizes == case.sizes and level == 0:
                 continue
-            tensors = {k: simplify(v, level) for k, v in base.tensors.items()}
+            tensors = {k: simplify(v, level) if k not in ("ids", "model_seed") else v for k, v in base.tensors.items()}
             out.append(Case(comp.name, case.index, case.kind, case.seed, dict(sizes), tensors, level))
     return out
 
 
-def run(components: list[str], cases: int = 4, seed: int = 0, dtypes: list[str] = ("float64", "float32", "bfloat16"),
-        device: str = "cpu", use_lean: bool = True, use_cache: bool = True, shrink: bool = True,
-        lean_cases: int | None = None, lean_all: bool = True, progress: Progress = lambda s: None) -> RunResult:
-    """Run the differential test. Lean evaluates the first `lean_cases` cases (all when None) of
-    each component (only of those with `lean_default` unless `lean_all`; never of those without a
+def lean_items(items: list[tuple[Component, Case]]) -> list[tuple[int, Component, Case]]:
+    """(position, component, the Lean leg's view of the case) for the items Lean evaluates."""
+    out = []
+    for i, (comp, case) in enumerate(items):
+        view = comp.lean_case(case) if comp.template else None
+        if view is not None:
+            out.append((i, comp, view))
+    return out
+
+
+def run(components: list[str], cases: int | None = None, seed: int = 0,
+        dtypes: list[str] = ("float64", "float32", "bfloat16"), device: str = "cpu", use_lean: bool = True,
+        use_cache: bool = True, shrink: bool = True, lean_cases: int | None = None, lean_all: bool = True,
+        thorough: bool = False, progress: Progress = lambda s: None, adapters: tuple[Impl, ...] = (),
+        pybridge: bool = True) -> RunResult:
+    """Run the differential test; each of `adapters` is a further leg of the components it
+    covers (`pybridge` False: without the torch model's legs). Lean evaluates the first
+    `lean_cases` cases (all when None) of each component (only of those with `lean_default` unless `lean_all`; never of those without a
     Lean template); the other cases are checked against the graph and NumPy references."""
     start = time.monotonic()
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     dtypes = list(dtypes)
-    items = build_cases(components, cases, seed)
+    items = build_cases(components, cases, seed, thorough)
     progress(f"difftest: {len(items)} case(s) of {', '.join(components)}; dtypes {', '.join(dtypes)}; device {device}")
     lean_outs: list = [None] * len(items)
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     if use_lean:
-        chosen = [i for i, (comp, case) in enumerate(items)
-                  if (lean_cases is None or case.index < lean_cases) and (lean_all or comp.lean_default) and comp.template]
-        outs, rec = lean.evaluate([items[i] for i in chosen], use_cache, progress)
-        for i, out in zip(chosen, outs):
+        chosen = [(i, comp, view) for i, comp, view in lean_items(items)
+                  if (lean_cases is None or items[i][1].index < lean_cases) and (lean_all or comp.lean_default)]
+        outs, rec = lean.evaluate([(comp, view) for _, comp, view in chosen], use_cache, progress)
+        for (i, _, _), out in zip(chosen, outs):
             lean_outs[i] = out
         record.update(rec)
     results = []
     for (comp, case), lo in zip(items, lean_outs):
-        r = evaluate_case(comp, case, dtypes, device, lo)
+        t0 = time.monotonic()
+        r = evaluate_case(comp, case, dtypes, device, lo, adapters, pybridge)
         worst = max((c.ratio for c in r.comparisons if c.tol > 0), default=0.0)
-        progress(f"  {case.label}: {'ok' if r.passed else 'FAIL'} ({len(r.comparisons)} comparisons, worst error/tolerance {worst:.2g})")
+        progress(f"  {case.label}: {'ok' if r.passed else 'FAIL'} ({len(r.comparisons)} comparisons, "
+                 f"worst error/tolerance {worst:.2g}, {time.monotonic() - t0:.1f} s)")
         results.append(r)
     shrunk: dict[tuple[str, int], CaseResult] = {}
     failed = [r for r in results if not r.passed]
     if shrink and failed:
-        shrunk = shrink_failures(failed, dtypes, device, use_lean, use_cache, progress)
+        shrunk = shrink_failures(failed, dtypes, device, use_lean, use_cache, progress, adapters, pybridge)
     return RunResult(
-        {"components": components, "cases": cases, "seed": seed, "dtypes": dtypes, "device": device,
-         "lean": use_lean, "lean_cases": lean_cases, "lean_all": lean_all, "cache": use_cache, "shrink": shrink},
+        {"components": components, "cases": cases, "seed": seed, "dtypes": dtypes, "device": device, "lean": use_lean,
+         "lean_cases": lean_cases, "lean_all": lean_all, "cache": use_cache, "shrink": shrink, "thorough": thorough,
+         "impls": [a.spec for a in adapters], "pybridge": pybridge},
         results, shrunk, record, round(time.monotonic() - start, 1),
     )
 
 
 def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, use_lean: bool, use_cache: bool,
-                    progress: Progress) -> dict[tuple[str, int], CaseResult]:
+                    progress: Progress, adapters: tuple[Impl, ...] = (),
+                    pybridge: bool = True) -> dict[tuple[str, int], CaseResult]:
     """For each failing case, the most reduced candidate that still fails the same way (one Lean
     batch for all candidates)."""
     plan = []
@@ -204,9 +250,9 @@ def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, us
             plan.append((r, comp, cand, signature, needs_lean))
     progress(f"shrinking {len(failed)} failing case(s): {len(plan)} candidate(s)")
     lean_outs: list = [None] * len(plan)
-    chosen = [i for i, p in enumerate(plan) if p[4]]
+    chosen = [i for i, p in enumerate(plan) if p[4] and p[1].lean_case(p[2]) is not None]
     if use_lean and chosen:
-        outs, _ = lean.evaluate([(plan[i][1], plan[i][2]) for i in chosen], use_cache, progress)
+        outs, _ = lean.evaluate([(plan[i][1], plan[i][1].lean_case(plan[i][2])) for i in chosen], use_cache, progress)
         for i, out in zip(chosen, outs):
             lean_outs[i] = out
     best: dict[tuple[str, int], CaseResult] = {}
@@ -214,8 +260,22 @@ def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, us
         key = (r.component, r.case.index)
         if key in best:
             continue
-        cr = evaluate_case(comp, cand, sorted({d for d, _ in signature}), device, lo)
+        cr = evaluate_case(comp, cand, sorted({d for d, _ in signature}), device, lo, adapters, pybridge)
         if any((c.dtype, c.impl) in signature for c in cr.failures()):
             best[key] = cr
             progress(f"  {r.case.label} shrinks to {cand.label}")
     return best
+
+
+def replay(reproducer: dict, dtypes: list[str] | None = None, device: str = "cpu",
+           adapters: tuple[Impl, ...] | None = None) -> CaseResult:
+    """Evaluate the exact case of a `summary.json` reproducer again (no Lean), with the adapters
+    it names (`impls`) unless `adapters` is given."""
+    from difftest.adapters import load
+
+    comp = COMPONENTS[reproducer["component"]]
+    case = Case.from_reproducer(reproducer)
+    if adapters is None:
+        adapters = tuple(load(spec) for spec in reproducer.get("impls", []))
+    return evaluate_case(comp, case, dtypes or reproducer.get("dtypes") or list(DTYPES), device, None, adapters,
+                         reproducer.get("pybridge", True))

@@ -242,8 +242,12 @@ def worker_count(todo: int, jobs: int) -> int:
     """How many long-lived workers a build of `todo` modules starts: none for fewer than
     `WORKER_MIN_MODULES` (a plain process starts faster than a worker), else one per
     `WORKER_MIN_MODULES` modules up to `jobs`. `K3SPEC_BUILD_WORKERS` overrides it: `0` checks
-    every module with a plain process, `N` starts `min(N, jobs)` workers whatever the count."""
-    raw = os.environ.get("K3SPEC_BUILD_WORKERS", "auto")
+    every module with a plain process, `N` starts `min(N, jobs)` workers whatever the count.
+
+    The default is `0`: on the 2-core machine a worker (which imports Lean's own elaborator) took
+    75-145 s to start and often died after its first job, so a full build with workers took 78
+    minutes against about 9 with plain processes (docs/benchmarks.md); `auto` is opt-in."""
+    raw = os.environ.get("K3SPEC_BUILD_WORKERS", "0")
     if raw != "auto":
         if not raw.isdigit():
             raise ValueError(f"K3SPEC_BUILD_WORKERS must be `auto` or a number, got {raw!r}")

@@ -19,15 +19,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pybridge.layers import rms_norm
+from pybridge.layers import compute_dtype, rms_norm
 
 
 def retrieve(sources: list[torch.Tensor], query_d: torch.Tensor, eps: float) -> torch.Tensor:
-    """sources: S tensors [..., D]; returns softmax-over-sources mix [..., D]."""
-    v_snd = torch.stack(sources, dim=0)
-    scores_sn = (rms_norm(v_snd, eps) * query_d).sum(-1)
+    """sources: S tensors [..., D]; returns softmax-over-sources mix [..., D] (computed in
+    `compute_dtype`, stored in the sources' dtype)."""
+    stored = sources[0].dtype
+    v_snd = torch.stack(sources, dim=0).to(compute_dtype(stored))
+    scores_sn = (rms_norm(v_snd, eps) * query_d.to(v_snd.dtype)).sum(-1)
     weights_sn = torch.softmax(scores_sn, dim=0)  # max-subtraction inside softmax is exact over R
-    return (weights_sn[..., None] * v_snd).sum(0)
+    return (weights_sn[..., None] * v_snd).sum(0).to(stored)
 
 
 @dataclass

@@ -18,6 +18,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from pybridge import adapter
 from pybridge.config import K3Config, load_config
 from pybridge.errors import CheckpointError
 from pybridge.model import KimiK3ForCausalLM
@@ -104,6 +105,19 @@ def load_checkpoint(path: str | Path, dtype: torch.dtype = torch.float32) -> Kim
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     return model.eval()
+
+
+def load_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> tuple[K3Config, dict[str, torch.Tensor]]:
+    """The configuration and the spec parameters (`[in, out]` layout, graph names; see
+    `pybridge.adapter`) of the checkpoint at `path`, read strictly as `load_checkpoint` does."""
+    ckpt = Path(path)
+    if not ckpt.is_dir():
+        raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
+    cfg = load_config(ckpt / "config.json")
+    tensors = read_tensors(ckpt)
+    with torch.device("meta"):
+        check_tensors(KimiK3ForCausalLM(cfg), tensors)
+    return cfg, adapter.hub_to_spec(cfg, {k: v.to(dtype) for k, v in tensors.items()})
 
 
 def init_random_(model: KimiK3ForCausalLM, seed: int) -> KimiK3ForCausalLM:

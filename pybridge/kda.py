@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pybridge.config import K3Config
-from pybridge.layers import RMSNorm, l2_normalize
+from pybridge.layers import RMSNorm, compute_dtype, l2_normalize, lin
 
 CHUNK_SIZE = 16
 L2_EPS = 1e-6
@@ -32,9 +32,12 @@ def kda_recurrent(
     scale: float,
     state_bhkv: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token-by-token recurrence in the spec's factored order (decay, correct, write, read)."""
+    """Token-by-token recurrence in the spec's factored order (decay, correct, write, read).
+    Computes in `compute_dtype`; returns o in the inputs' dtype and S in the compute dtype."""
+    stored = q_bthk.dtype
+    q_bthk, k_bthk, v_bthv, g_bthk, beta_bth = _compute(q_bthk, k_bthk, v_bthv, g_bthk, beta_bth)
     B, T, H, K = q_bthk.shape
-    S = q_bthk.new_zeros(B, H, K, v_bthv.shape[-1]) if state_bhkv is None else state_bhkv
+    S = q_bthk.new_zeros(B, H, K, v_bthv.shape[-1]) if state_bhkv is None else state_bhkv.to(q_bthk.dtype)
     outs = []
     for t in range(T):
         k_bhk, beta_bh = k_bthk[:, t], beta_bth[:, t, :, None]
@@ -42,7 +45,13 @@ def kda_recurrent(
         correction_bhv = torch.einsum("bhk,bhkv->bhv", k_bhk, decayed)
         S = decayed + beta_bh[..., None] * k_bhk[..., None] * (v_bthv[:, t] - correction_bhv)[:, :, None, :]
         outs.append(scale * torch.einsum("bhk,bhkv->bhv", q_bthk[:, t], S))
-    return torch.stack(outs, dim=1), S
+    return torch.stack(outs, dim=1).to(stored), S
+
+
+def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The kernels' inputs in the compute dtype (float32 for bfloat16 storage)."""
+    cd = compute_dtype(xs[0].dtype)
+    return tuple(x.to(cd) for x in xs)
 
 
 def kda_chunked(
@@ -64,8 +73,11 @@ def kda_chunked(
     triangular solve gives e = U - W S0 for all chunks at once, then a short loop over
     chunks carries S0. Requires every chunk's accumulated log-decay to stay above about -160
     in float32 (the model guarantees >= 16 * lower_bound = -80). The padding tail
-    (k = v = q = 0, beta = 0, g = 0) is an identity update.
+    (k = v = q = 0, beta = 0, g = 0) is an identity update. Computes in `compute_dtype`;
+    returns o in the inputs' dtype and S in the compute dtype.
     """
+    stored = q_bthk.dtype
+    q_bthk, k_bthk, v_bthv, g_bthk, beta_bth = _compute(q_bthk, k_bthk, v_bthv, g_bthk, beta_bth)
     B, T, H, K = q_bthk.shape
     V = v_bthv.shape[-1]
     C = chunk_size
@@ -95,19 +107,20 @@ def kda_chunked(
     G_last = G[..., -1:, :]  # [B,H,N,1,K]
     k_tail = k * (G_last - G).exp()  # e^{G_C - G_s} k_s
 
-    S = q.new_zeros(B, H, K, V) if state_bhkv is None else state_bhkv
+    S = q.new_zeros(B, H, K, V) if state_bhkv is None else state_bhkv.to(q.dtype)
     outs = []
     for n in range(N):
         e = U[:, :, n] - W[:, :, n] @ S  # [B,H,C,V]
         outs.append(q_hat[:, :, n] @ S + M[:, :, n] @ e)
         S = G_last[:, :, n, 0, :, None].exp() * S + k_tail[:, :, n].transpose(-1, -2) @ e
     o = torch.stack(outs, dim=2).reshape(B, H, N * C, V).transpose(1, 2)[:, :T]
-    return scale * o, S
+    return (scale * o).to(stored), S
 
 
 @dataclass
 class KDAState:
-    """Causal state of one KDA layer: conv windows (last W-1 projected inputs) and S."""
+    """Causal state of one KDA layer: conv windows (last W-1 projected inputs, stored in the
+    model's dtype) and S (kept in the compute dtype, float32 at least, between steps)."""
 
     conv_q: torch.Tensor  # [B, W-1, H*K]
     conv_k: torch.Tensor  # [B, W-1, H*K]
@@ -124,10 +137,11 @@ class ShortConv(nn.Module):
         self.weight = nn.Parameter(torch.empty(dim, 1, width))
 
     def forward(self, x_btd: torch.Tensor, window_bwd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Computes in the dtype of `x_btd`; the returned window is in the dtype of `window_bwd`."""
         W = self.weight.shape[-1]
-        full = torch.cat([window_bwd, x_btd], dim=1)  # [B, W-1+T, D]
-        out = (full.unfold(1, W, 1) * self.weight[:, 0, :]).sum(-1)  # [B, T, D]
-        return F.silu(out), full[:, full.shape[1] - (W - 1) :]
+        full = torch.cat([window_bwd.to(x_btd.dtype), x_btd], dim=1)  # [B, W-1+T, D]
+        out = (full.unfold(1, W, 1) * self.weight[:, 0, :].to(x_btd.dtype)).sum(-1)  # [B, T, D]
+        return F.silu(out), full[:, full.shape[1] - (W - 1) :].to(window_bwd.dtype)
 
 
 class KimiDeltaAttention(nn.Module):
@@ -165,7 +179,8 @@ class KimiDeltaAttention(nn.Module):
     def initial_state(self, batch: int, like: torch.Tensor) -> KDAState:
         W, H, K, V = self.conv_width - 1, self.H, self.K, self.V
         z = like.new_zeros
-        return KDAState(z(batch, W, H * K), z(batch, W, H * K), z(batch, W, H * V), z(batch, H, K, V))
+        return KDAState(z(batch, W, H * K), z(batch, W, H * K), z(batch, W, H * V),
+                        z(batch, H, K, V, dtype=compute_dtype(like.dtype)))
 
     def prepare(
         self, x_btd: torch.Tensor, st: KDAState
@@ -177,29 +192,32 @@ class KimiDeltaAttention(nn.Module):
         torch.Tensor,
         tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     ]:
-        """Inputs of the recurrence: q, k (normalised), v, g = log alpha, beta, new conv windows."""
+        """Inputs of the recurrence (in the dtype of `x_btd`): q, k (normalised), v, g = log alpha,
+        beta, new conv windows (in the dtype of the state's windows)."""
         B, T, _ = x_btd.shape
-        q, cq = self.q_conv1d(self.q_proj(x_btd), st.conv_q)
-        k, ck = self.k_conv1d(self.k_proj(x_btd), st.conv_k)
-        v, cv = self.v_conv1d(self.v_proj(x_btd), st.conv_v)
+        q, cq = self.q_conv1d(lin(self.q_proj, x_btd), st.conv_q)
+        k, ck = self.k_conv1d(lin(self.k_proj, x_btd), st.conv_k)
+        v, cv = self.v_conv1d(lin(self.v_proj, x_btd), st.conv_v)
         q = l2_normalize(q.view(B, T, self.H, self.K), L2_EPS)
         k = l2_normalize(k.view(B, T, self.H, self.K), L2_EPS)
-        z = (self.f_b_proj(self.f_a_proj(x_btd)) + self.dt_bias).view(B, T, self.H, self.K)
-        g = self.lower_bound * torch.sigmoid(self.A_log.exp()[:, None] * z)
-        beta = torch.sigmoid(self.b_proj(x_btd))
+        z = (lin(self.f_b_proj, lin(self.f_a_proj, x_btd)) + self.dt_bias.to(x_btd.dtype)).view(B, T, self.H, self.K)
+        g = self.lower_bound * torch.sigmoid(self.A_log.to(x_btd.dtype).exp()[:, None] * z)
+        beta = torch.sigmoid(lin(self.b_proj, x_btd))
         return q, k, v.view(B, T, self.H, self.V), g, beta, (cq, ck, cv)
 
     def forward(self, x_btd: torch.Tensor, st: KDAState) -> tuple[torch.Tensor, KDAState]:
+        """The layer on T new tokens (computed in `compute_dtype`, output in the input's dtype)."""
         B, T, _ = x_btd.shape
+        stored, x_btd = x_btd.dtype, x_btd.to(compute_dtype(x_btd.dtype))
         q, k, v, g, beta, convs = self.prepare(x_btd, st)
         impl = self.impl if self.impl != "auto" else ("recurrent" if T == 1 else "chunk")
         if impl == "fla":
             from pybridge.kda_fla import fla_chunk_kda
 
-            o, S = fla_chunk_kda(q, k, v, g, beta, self.scale, st.recurrent)
+            o, S = fla_chunk_kda(q, k, v, g, beta, self.scale, st.recurrent.to(x_btd.dtype))
         else:
             kernel = kda_recurrent if impl == "recurrent" else kda_chunked
-            o, S = kernel(q, k, v, g, beta, self.scale, st.recurrent)
-        gate = torch.sigmoid(self.g_proj(x_btd)).view(B, T, self.H, self.V)
+            o, S = kernel(q, k, v, g, beta, self.scale, st.recurrent.to(x_btd.dtype))
+        gate = torch.sigmoid(lin(self.g_proj, x_btd)).view(B, T, self.H, self.V)
         o = self.o_norm(o) * gate
-        return self.o_proj(o.reshape(B, T, self.H * self.V)), KDAState(*convs, S)
+        return lin(self.o_proj, o.reshape(B, T, self.H * self.V)).to(stored), KDAState(*convs, S)

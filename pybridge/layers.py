@@ -1,11 +1,29 @@
-"""Small shared pieces: norms, SiTU activation, SiTU MLPs.
+"""Small shared pieces: norms, SiTU activation, SiTU MLPs, and the precision policy.
 
 Weights follow nn.Linear's `[out, in]` layout (the hub's). The Lean spec writes
 `y = x W` with `W : [in, out]`, so spec `W` is `linear.weight.T`.
+
+Precision policy (docs/tolerances.md): weights, the activations between stages and the caches
+are stored in the model's dtype; each stage (a norm, an AttnRes read, a sequence mixer, a
+channel mixer, the head) computes in `compute_dtype` (float32 for bfloat16/float16 storage, as
+production kernels do: fp32 matmul accumulation, norms, softmax, gates and the KDA recurrence)
+and rounds only its output to the storage dtype. The KDA recurrent state stays in the compute
+dtype between steps. For float32 and float64 models every cast is a no-op.
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The precision a stage computes in for tensors stored in `dtype` (at least float32)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def lin(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """`layer(x)` in the dtype of `x` (the weight is cast, not the input)."""
+    return F.linear(x, layer.weight.to(x.dtype))
 
 
 def rms_norm(x_nd: torch.Tensor, eps: float, weight_d: torch.Tensor | None = None) -> torch.Tensor:
@@ -35,7 +53,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x_nd: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x_nd, self.eps, self.weight)
+        cd = compute_dtype(x_nd.dtype)
+        return rms_norm(x_nd.to(cd), self.eps, self.weight.to(cd)).to(x_nd.dtype)
 
 
 class SituMLP(nn.Module):
@@ -54,7 +73,8 @@ class SituMLP(nn.Module):
         self.caps = (gate_cap, up_cap)
 
     def forward(self, x_nd: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(situ(self.gate_proj(x_nd), self.up_proj(x_nd), *self.caps))
+        x = x_nd.to(compute_dtype(x_nd.dtype))
+        return lin(self.down_proj, situ(lin(self.gate_proj, x), lin(self.up_proj, x), *self.caps)).to(x_nd.dtype)
 
 
 class SituExpert(nn.Module):
@@ -68,4 +88,5 @@ class SituExpert(nn.Module):
         self.caps = (gate_cap, up_cap)
 
     def forward(self, z_nl: torch.Tensor) -> torch.Tensor:
-        return self.w2(situ(self.w1(z_nl), self.w3(z_nl), *self.caps))
+        z = z_nl.to(compute_dtype(z_nl.dtype))
+        return lin(self.w2, situ(lin(self.w1, z), lin(self.w3, z), *self.caps)).to(z_nl.dtype)

@@ -15,11 +15,13 @@ import torch
 from torch import nn
 
 from pybridge.config import K3Config
-from pybridge.layers import RMSNorm
+from pybridge.layers import RMSNorm, compute_dtype, lin
 
 
 @dataclass
 class MLACache:
+    """The latent KV cache, stored in the model's dtype."""
+
     latent: torch.Tensor  # [B, P, kv_lora_rank], normalised c_kv
     shared_key: torch.Tensor  # [B, P, qk_rope_head_dim]
 
@@ -48,22 +50,26 @@ class GatedMLA(nn.Module):
 
         Prefill (T > 1) masks key j > P + t by setting its score to -inf before the softmax:
         exp(-inf) is exactly 0, so masked keys get exactly zero weight (true exclusion).
-        Every row keeps its own token, so no row is fully masked.
+        Every row keeps its own token, so no row is fully masked. Computed in `compute_dtype`;
+        the output and the cache are stored in the input's dtype.
         """
         B, T, _ = x_btd.shape
         H = self.H
-        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x_btd))).view(B, T, H, self.nope + self.rope)
+        stored, x_btd = x_btd.dtype, x_btd.to(compute_dtype(x_btd.dtype))
+        q = lin(self.q_b_proj, self.q_a_layernorm(lin(self.q_a_proj, x_btd))).view(B, T, H, self.nope + self.rope)
         q_content, q_shared = q.split([self.nope, self.rope], dim=-1)
-        latent_new, shared_new = self.kv_a_proj_with_mqa(x_btd).split([self.kv_rank, self.rope], dim=-1)
-        cache = MLACache(
-            torch.cat([cache.latent, self.kv_a_layernorm(latent_new)], dim=1),
-            torch.cat([cache.shared_key, shared_new], dim=1),
-        )
-        S, P = cache.latent.shape[1], cache.latent.shape[1] - T
-        kv = self.kv_b_proj(cache.latent).view(B, S, H, self.nope + self.vdim)
+        latent_new, shared_new = lin(self.kv_a_proj_with_mqa, x_btd).split([self.kv_rank, self.rope], dim=-1)
+        latent_new = self.kv_a_layernorm(latent_new)
+        # attend over the stored cache and the new tokens' own (unrounded) entries; store them rounded
+        latent = torch.cat([cache.latent.to(x_btd.dtype), latent_new], dim=1)
+        shared_key = torch.cat([cache.shared_key.to(x_btd.dtype), shared_new], dim=1)
+        cache = MLACache(torch.cat([cache.latent, latent_new.to(stored)], dim=1),
+                         torch.cat([cache.shared_key, shared_new.to(stored)], dim=1))
+        S, P = latent.shape[1], latent.shape[1] - T
+        kv = lin(self.kv_b_proj, latent).view(B, S, H, self.nope + self.vdim)
         k_content, v = kv.split([self.nope, self.vdim], dim=-1)
         scores_bhts = torch.einsum("bthc,bshc->bhts", q_content, k_content)
-        scores_bhts = scores_bhts + torch.einsum("bthr,bsr->bhts", q_shared, cache.shared_key)
+        scores_bhts = scores_bhts + torch.einsum("bthr,bsr->bhts", q_shared, shared_key)
         scores_bhts = scores_bhts * self.score_scale
         if T > 1:
             allowed_ts = (
@@ -71,5 +77,5 @@ class GatedMLA(nn.Module):
             )
             scores_bhts = scores_bhts.masked_fill(~allowed_ts, float("-inf"))
         o_bthv = torch.einsum("bhts,bshv->bthv", torch.softmax(scores_bhts, dim=-1), v)
-        gate = torch.sigmoid(self.g_proj(x_btd))
-        return self.o_proj(gate * o_bthv.reshape(B, T, H * self.vdim)), cache
+        gate = torch.sigmoid(lin(self.g_proj, x_btd))
+        return lin(self.o_proj, gate * o_bthv.reshape(B, T, H * self.vdim)).to(stored), cache

@@ -22,7 +22,7 @@ from pybridge.attnres import DepthState, retrieve
 from pybridge.config import K3Config
 from pybridge.errors import InputError
 from pybridge.kda import KDAState, KimiDeltaAttention
-from pybridge.layers import RMSNorm, SituMLP
+from pybridge.layers import RMSNorm, SituMLP, compute_dtype, lin
 from pybridge.mla import GatedMLA, MLACache
 from pybridge.moe import LatentMoE
 
@@ -57,10 +57,11 @@ class DecoderLayer(nn.Module):
         return self.block_sparse_moe(x_btd) if hasattr(self, "block_sparse_moe") else self.mlp(x_btd)
 
     def forward(self, depth: DepthState, state: KDAState | MLACache) -> KDAState | MLACache:
-        w_seq = self.self_attention_res_norm.weight * self.self_attention_res_proj.weight[0]
+        cd = compute_dtype(self.input_layernorm.weight.dtype)
+        w_seq = self.self_attention_res_norm.weight.to(cd) * self.self_attention_res_proj.weight[0].to(cd)
         seq_in = self.input_layernorm(retrieve(depth.sources(), w_seq, self.eps))
         seq_out, state = self.self_attn(seq_in, state)
-        w_chan = self.mlp_res_norm.weight * self.mlp_res_proj.weight[0]
+        w_chan = self.mlp_res_norm.weight.to(cd) * self.mlp_res_proj.weight[0].to(cd)
         chan_in = self.post_attention_layernorm(retrieve(depth.add_sequence_output(seq_out), w_chan, self.eps))
         depth.finish_layer(self.channel(chan_in))
         return state
@@ -110,9 +111,10 @@ class KimiK3ForCausalLM(nn.Module):
         m = self.model
         depth = DepthState([m.embed_tokens(input_ids_bt)], block_size=self.config.attn_res_block_size)
         states = [layer(depth, state) for layer, state in zip(m.layers, cache.layers)]
-        w_final = m.output_attn_res_norm.weight * m.output_attn_res_proj.weight[0]
+        cd = compute_dtype(m.norm.weight.dtype)
+        w_final = m.output_attn_res_norm.weight.to(cd) * m.output_attn_res_proj.weight[0].to(cd)
         h = m.norm(retrieve(depth.sources(), w_final, self.config.rms_norm_eps))
-        return self.lm_head(h), K3Cache(states, cache.length + input_ids_bt.shape[1])
+        return lin(self.lm_head, h.to(cd)).to(h.dtype), K3Cache(states, cache.length + input_ids_bt.shape[1])
 
     @torch.no_grad()
     def generate(self, prompt_ids_bt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:

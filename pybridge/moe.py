@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from pybridge.config import K3Config
-from pybridge.layers import RMSNorm, SituExpert, SituMLP
+from pybridge.layers import RMSNorm, SituExpert, SituMLP, compute_dtype, lin
 
 
 def select_top_k(adjusted_ne: torch.Tensor, k: int) -> torch.Tensor:
@@ -30,9 +30,11 @@ class MoEGate(nn.Module):
         self.top_k, self.scaling = top_k, scaling
 
     def forward(self, x_nd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns (expert ids [N, k], mixture weights [N, k])."""
-        scores_ne = torch.sigmoid(x_nd @ self.weight.T)
-        idx_nk = select_top_k(scores_ne + self.e_score_correction_bias, self.top_k)
+        """Returns (expert ids [N, k], mixture weights [N, k]), computed in `compute_dtype`."""
+        x_nd = x_nd.to(compute_dtype(x_nd.dtype))
+        scores_ne = torch.sigmoid(x_nd @ self.weight.to(x_nd.dtype).T)
+        bias = self.e_score_correction_bias.to(x_nd.dtype)
+        idx_nk = select_top_k(scores_ne + bias, self.top_k)
         raw_nk = scores_ne.gather(1, idx_nk)
         return idx_nk, self.scaling * raw_nk / raw_nk.sum(-1, keepdim=True)
 
@@ -50,12 +52,12 @@ class LatentMoE(nn.Module):
         self.routed_expert_norm = RMSNorm(L, cfg.rms_norm_eps)
 
     def forward(self, x_btd: torch.Tensor) -> torch.Tensor:
-        x_nd = x_btd.reshape(-1, x_btd.shape[-1])
+        x_nd = x_btd.reshape(-1, x_btd.shape[-1]).to(compute_dtype(x_btd.dtype))
         idx_nk, w_nk = self.gate(x_nd)
-        z_nl = self.routed_expert_down_proj(x_nd)
+        z_nl = lin(self.routed_expert_down_proj, x_nd)
         routed_nl = torch.zeros_like(z_nl)
         for e in idx_nk.unique().tolist():  # only experts some token chose
             tok, slot = (idx_nk == e).nonzero(as_tuple=True)
             routed_nl.index_add_(0, tok, w_nk[tok, slot, None] * self.experts[e](z_nl[tok]))
-        y_nd = self.shared_experts(x_nd) + self.routed_expert_up_proj(self.routed_expert_norm(routed_nl))
-        return y_nd.view_as(x_btd)
+        y_nd = self.shared_experts(x_nd) + lin(self.routed_expert_up_proj, self.routed_expert_norm(routed_nl))
+        return y_nd.view(x_btd.shape).to(x_btd.dtype)

@@ -2,6 +2,7 @@
 
 The session uses a fresh object store (under /tmp, where the offline Lean can see it), so the
 first build checks every module for real, whatever earlier runs left in the user cache.
+`K3SPEC_TEST_STORE` names it (it must not exist yet); it is then kept for later commands.
 """
 
 from __future__ import annotations
@@ -14,14 +15,44 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-_STORE = Path(tempfile.mkdtemp(prefix="k3spec-test-store-", dir="/tmp"))
+# CI (`.ci/run`) names a store that does not exist yet, so that its later `k3spec report` reuses
+# the session's objects; otherwise the session makes its own and removes it at the end.
+_GIVEN = os.environ.get("K3SPEC_TEST_STORE")
+if _GIVEN and Path(_GIVEN).exists():
+    raise SystemExit(f"K3SPEC_TEST_STORE={_GIVEN} exists: the session's first build must be uncached")
+_STORE = Path(_GIVEN) if _GIVEN else Path(tempfile.mkdtemp(prefix="k3spec-test-store-", dir="/tmp"))
 os.environ["K3SPEC_BUILD_CACHE"] = str(_STORE / "objects")
 
 from k3spec import build, toolchain  # noqa: E402  (import after the cache is chosen)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    shutil.rmtree(_STORE, ignore_errors=True)
+    if not _GIVEN:
+        shutil.rmtree(_STORE, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`gpu` tests are skipped where torch sees no CUDA device."""
+    import torch
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA device")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _lean_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a Lean process (every one goes through `k3spec.leanrun.run`) must be
+    marked `lean`, so that `pytest -m "not lean"` never waits for the toolchain."""
+    if request.node.get_closest_marker("lean") is None:
+        from k3spec import leanrun
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            pytest.fail(f"{request.node.nodeid} starts a Lean process: mark it `@pytest.mark.lean`")
+
+        monkeypatch.setattr(leanrun, "run", refuse)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +75,16 @@ def library_build(tc: toolchain.Toolchain) -> build.BuildResult:
         f"({tc.kind} toolchain, peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB)\n"
     )
     return result
+
+
+@pytest.fixture(scope="session")
+def fresh_exports() -> dict[str, str]:
+    """The text of every graph of `codegen/exports.toml`, freshly exported from the library
+    (`k3spec export`'s code, once per session: every test that reads an export shares its Lean
+    runs), by name."""
+    from codegen.export import export
+
+    return export(REPO)
 
 
 def copy_library(dest: Path) -> Path:

@@ -51,8 +51,8 @@ def run_check_file(path: Path) -> tuple[Message, ...]:
     modules = bundle_modules(path)
     try:
         library = bundle(REPO, dependency_order(REPO, modules))
-    except KeyError as err:
-        raise CheckFileError(f"{rel}:1: `{HEADER}` names {err.args[0]}, which is not a library module") from None
+    except EvaluationError as err:
+        raise CheckFileError(f"{rel}:1: `{HEADER}`: {err}") from None
     source = library + "\n" + path.read_text(encoding="utf-8")
     offset = library.count("\n") + 1  # bundle line of the check file's first line, minus one
     try:

@@ -1,88 +1,33 @@
 """Whole-step graphs (lean/KimiK3/Graph): the KDA layer step and the decoder token step.
 
-The Lean export (`lean/KimiK3/Graph/export.eval`, run as a bundle) writes
-`fixtures/graphs/kda_layer_step_tiny.json` (and the decoder step); here the committed files
-are compiled with `pybridge.graph` (float64) and compared with pybridge's own layers.
+`k3spec export` writes `fixtures/graphs/kda_layer_step_tiny.json` and `decoder_step_tiny.json`
+(`codegen/exports.toml`; `tests/test_codegen.py` checks the committed files against a fresh
+export); here the committed files are compiled with `pybridge.graph` (float64) and compared with
+pybridge's own layers.
 
-The parameter mappings (hub weights -> graph names), the state packing, the window capture and
-the route staging live in `difftest/components/decoder.py` (the `decoder_step` component of
-`difftest run`) and are imported here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
+The parameter mapping (hub weights -> graph names) is `pybridge.adapter`; the state packing and
+the route staging of the decoder step live in `difftest/components/decoder.py` (the
+`decoder_step` component of `difftest run`), used here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
 layer. The graph's window rows are the raw layer inputs of the last three tokens; pybridge
 caches their projections, so the new rows are checked through the projections too.
-
-`python tests/test_decoder_step.py` rewrites the fixtures.
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from pathlib import Path
-
 import pytest
 import torch
+from helpers import GRAPHS, TINY, assert_close
 
-from difftest.components.decoder import PAST, kda_layer_params, run_decoder_step
+from difftest.components.decoder import DecoderStepComponent
+from pybridge import adapter
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 from pybridge.kda import KimiDeltaAttention
-from pybridge.moe import select_top_k
 
 torch.set_num_threads(1)
 F64 = torch.float64
-REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "fixtures" / "tiny" / "config.json"
-GRAPHS = REPO / "fixtures" / "graphs"
-EXPORT = REPO / "lean" / "KimiK3" / "Graph" / "export.eval"
-TARGETS = (
-    "KimiK3.Core.Json",
-    "KimiK3.Graph.KDALayerGraph",
-    "KimiK3.Channel.ExpertGraph",
-    "KimiK3.Channel.LatentMoEModel",
-    "KimiK3.Depth.Graph",
-)
-EXPORTS = ("kda_layer_step_tiny", "decoder_step_tiny")
-#: float64 agreement bound, relative to the largest entry of the reference tensor.
-RTOL = 1e-12
-
-
-@lru_cache(maxsize=1)
-def lean_exports() -> dict[str, dict]:
-    """One Lean run of `export.eval` as a bundle; the printed documents by name."""
-    from codegen.bundle import bundle, dependency_order, run_lean
-
-    source = bundle(REPO, dependency_order(REPO, TARGETS)) + "\n" + EXPORT.read_text(encoding="utf-8")
-    messages = run_lean(source, "GraphExports")
-    docs = {}
-    for message in messages:
-        if message.severity == "information" and message.text.lstrip().startswith("{"):
-            doc = json.loads(message.text)
-            docs[doc["name"]] = doc
-    return docs
-
-
-@pytest.mark.lean
-def test_exports_validate_and_match_committed() -> None:
-    from codegen.export import load_schema, validate
-
-    docs = lean_exports()
-    assert set(docs) == set(EXPORTS)
-    schema = load_schema(REPO)
-    for name, doc in docs.items():
-        validate(doc, schema)
-        committed = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
-        assert committed == doc, f"{name}.json is stale: run python tests/test_decoder_step.py"
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    got, want = got.detach(), want.detach()
-    assert got.shape == want.shape
-    err, scale = float((got - want).abs().max()), float(want.abs().max())
-    assert err <= RTOL * scale, f"max error {err:.3e} vs bound {RTOL * scale:.3e}"
-
-
 @pytest.fixture(scope="module")
 def tiny_kda() -> KimiDeltaAttention:
     layer = random_model(load_config(TINY), seed=11, dtype=F64).model.layers[0].self_attn
@@ -104,61 +49,53 @@ def test_kda_layer_graph_equals_pybridge_layer(tiny_kda: KimiDeltaAttention, see
     with torch.no_grad():
         _, st = layer(prefix_td[None], st)  # three tokens: the conv windows are full
         y_btd, st_next = layer(x_d[None, None], st)
-        got = cg(kda_layer_params(layer), {
+        spec = adapter.to_spec(adapter.kda_rules(load_config(TINY)), layer.state_dict())
+        got = cg(adapter.graph_params(cg.graph, spec), {
             "x": x_d, "window.0": prefix_td[0], "window.1": prefix_td[1], "window.2": prefix_td[2],
             "heads": st.recurrent[0],
         })
-    _close(got["output"], y_btd[0, 0])
-    _close(got["heads_next"], st_next.recurrent[0])
+    assert_close(got["output"], y_btd[0, 0])
+    assert_close(got["heads_next"], st_next.recurrent[0])
     rows_wd = torch.stack([got[f"window_next.{i}"] for i in range(3)])
     assert torch.equal(rows_wd, torch.cat([prefix_td[1:], x_d[None]]))
     for proj, conv in ((layer.q_proj, st_next.conv_q), (layer.k_proj, st_next.conv_k), (layer.v_proj, st_next.conv_v)):
-        _close(proj(rows_wd), conv[0])
+        assert_close(proj(rows_wd), conv[0])
 
 
 # ---------------------------------------------------------------- decoder token step
 
 @pytest.fixture(scope="module")
-def decoder_run() -> dict:
-    return run_decoder_step()
+def decoder_legs() -> tuple:
+    comp = DecoderStepComponent()
+    case = comp.make_case(0, "random", seed=3)
+    return comp, case, comp.graph_outputs(case, "cpu"), comp.numpy_outputs(case), comp.torch_outputs(case, F64, "cpu")["torch"]
 
 
-def test_decoder_step_logits_equal_pybridge(decoder_run: dict) -> None:
-    _close(decoder_run["got"]["logits"], decoder_run["logits"])
+def test_decoder_step_graph_equals_pybridge_and_numpy(decoder_legs: tuple) -> None:
+    """Logits, every updated state and every MoE layer's router scores; the graph is fed the
+    NumPy prefix states and routes (`difftest.components.decoder`)."""
+    _, case, graph, numpy_, torch_ = decoder_legs
+    assert set(graph) == set(numpy_) <= set(torch_)
+    for name, want in torch_.items():
+        if name in graph and not name.endswith("route"):
+            assert_close(graph[name], want)
+            assert_close(numpy_[name], want)
 
 
-def test_decoder_step_states_equal_pybridge(decoder_run: dict) -> None:
-    got, cache, model, rec = decoder_run["got"], decoder_run["cache"], decoder_run["model"], decoder_run["rec"]
-    for i, (lay, st) in enumerate(zip(model.model.layers, cache.layers)):
-        p = f"layers.{i + 1}."
-        if lay.is_mla:
-            _close(got[p + "latent_cache_next"], st.latent[0])
-            _close(got[p + "shared_key_cache_next"], st.shared_key[0])
-        else:
-            _close(got[p + "heads_next"], st.recurrent[0])
-            rows_wd = torch.stack([got[p + f"window_next.{r}"] for r in range(3)])
-            _close(rows_wd, torch.stack(rec.seq_in[i][PAST - 2 :]))
-            _close(lay.self_attn.q_proj(rows_wd), st.conv_q[0])
+def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_legs: tuple) -> None:
+    comp, _, graph, numpy_, torch_ = decoder_legs
+    routes = [name for name in graph if name.endswith("route")]
+    assert len(routes) == 4  # MoE layers 2-5
+    for name in routes:
+        assert (graph[name] == torch_[name]).all() and (numpy_[name] == torch_[name]).all()
 
 
-def test_decoder_step_routes_are_top_k_of_graph_scores(decoder_run: dict) -> None:
-    got, model, rec = decoder_run["got"], decoder_run["model"], decoder_run["rec"]
-    for i, route in rec.route.items():
-        gate = model.model.layers[i].block_sparse_moe.gate
-        scores_e = got[f"layers.{i + 1}.router_scores"]
-        want_e = torch.sigmoid(rec.gate_in[i] @ gate.weight.T) + gate.e_score_correction_bias
-        _close(scores_e, want_e)
-        assert select_top_k(scores_e[None], gate.top_k)[0].tolist() == route
-
-
-def test_decoder_step_other_route_changes_logits(decoder_run: dict) -> None:
+def test_decoder_step_other_route_changes_logits(decoder_legs: tuple) -> None:
     """Negative control: staging another expert in one slot of layer 2 moves the logits."""
-    route = {i: list(r) for i, r in decoder_run["rec"].route.items()}
-    route[1][1] = next(e for e in range(6) if e not in route[1])
-    other = run_decoder_step(routes=route)["got"]["logits"]
-    assert float((other - decoder_run["logits"]).abs().max()) > 1e-6
+    comp, case, graph, _, _ = decoder_legs
+    rows = comp.numpy_rows(case)
+    routes = [{i: list(dec.record[i + 1]["route"]) for i in range(5) if dec.record[i + 1]["route"]} for dec, _, _ in rows]
+    routes[0][1][1] = next(e for e in range(6) if e not in routes[0][1])
+    other = comp.graph_outputs(case, "cpu", routes=routes)["logits"]
+    assert float(abs(other[0] - graph["logits"][0]).max()) > 1e-6
 
-
-if __name__ == "__main__":
-    for name, doc in lean_exports().items():
-        (GRAPHS / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

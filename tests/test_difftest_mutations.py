@@ -1,35 +1,275 @@
-"""Seven known bugs injected into the torch model (by monkeypatching pybridge, never by editing
-it) are each flagged by difftest against an independent reference: the exported graph (compiled
-from the Lean export) or, for AttnRes, the plain NumPy reference. `test_difftest_lean.py` runs
-the same checks against the Lean reference itself.
+"""Planted bugs, each caught by the default run of its component (`difftest run --component C
+--no-lean`: one case of every input kind, every dtype, seed 0) against a reference independent
+of the code under test; and equivalent rewrites that must not be flagged.
+
+The bugs are injected by monkeypatching (pybridge's model, its configuration reader, the
+hub ↔ spec adapter, the graph compiler's op table), never by editing files. Each test names the
+leg where the bug shows; `test_difftest_lean.py` runs checks against the Lean leg itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import torch
+import torch.nn.functional as F
 
 from difftest import runner
-from pybridge import attnres, kda, layers, mla, moe
+from difftest.components import base
+from pybridge import adapter, attnres, config, kda, layers, mla, moe
 from pybridge import model as k3model
-from pybridge.layers import rms_norm
+from pybridge.graph import compile as graph_compile
+from pybridge.layers import compute_dtype, lin, rms_norm
 
-CASES = 2
+
+@pytest.fixture(autouse=True)
+def fresh_graphs():
+    """Compiled graphs are cached: a patched compiler must compile afresh, and leave no trace."""
+    base.compiled.cache_clear()
+    yield
+    base.compiled.cache_clear()
 
 
-def flagged(component: str, use_lean: bool = False) -> list:
-    """Run `component` on seeded cases; the failing comparisons (at least one, against a reference
-    that does not depend on pybridge)."""
-    result = runner.run([component], cases=CASES, seed=0, dtypes=["float64"], use_lean=use_lean, shrink=False)
-    failures = [c for r in result.results for c in r.failures()]
-    assert failures, f"difftest did not flag the injected bug in {component}"
-    assert any(c.ref in ("lean", "graph", "numpy") for c in failures)
+def default_run(component: str):
+    return runner.run([component], seed=0, use_lean=False, shrink=False)
+
+
+def flagged(component: str) -> list:
+    """The failing comparisons of the default run (at least one, against an independent reference)."""
+    failures = [c for r in default_run(component).results for c in r.failures()]
+    assert failures, f"the default run did not flag the planted bug in {component}"
+    assert any(c.ref in ("lean", "graph", "numpy") for c in failures), {(c.impl, c.ref) for c in failures}
     return failures
 
 
-def test_unmutated_components_pass() -> None:
-    assert runner.run(["expert", "latent_moe", "kda_recurrence", "kda_layer", "mla", "attnres", "decoder_step"], cases=CASES,
-                      seed=0, dtypes=["float64"], use_lean=False, shrink=False).passed
+def passes(component: str) -> None:
+    result = default_run(component)
+    assert result.passed, [(c.kind, c.dtype, c.impl, c.output, c.err, c.tol) for r in result.results for c in r.failures()]
 
+
+def patch_config(monkeypatch, **changes) -> None:
+    """pybridge's configuration reader returns `changes` (K3Config field -> function of the
+    value read) applied to what it reads: a bug in the torch leg's reader only."""
+    read = config.config_from_dict
+
+    def buggy(raw):
+        cfg = read(raw)
+        return dataclasses.replace(cfg, **{k: f(cfg) for k, f in changes.items()})
+
+    monkeypatch.setattr(config, "config_from_dict", buggy)
+
+
+# --- configuration mapping -----------------------------------------------------------------------
+
+def test_reader_swapping_the_situ_caps_is_flagged(monkeypatch) -> None:
+    patch_config(monkeypatch, situ_gate_cap=lambda c: c.situ_up_cap, situ_up_cap=lambda c: c.situ_gate_cap)
+    failures = flagged("expert")
+    assert {(c.impl, c.ref) for c in failures if c.dtype == "float64"} >= {("torch", "graph"), ("torch", "numpy")}
+
+
+def test_reader_with_a_wrong_rms_eps_is_flagged(monkeypatch) -> None:
+    patch_config(monkeypatch, rms_norm_eps=lambda c: 1e-6)
+    failures = flagged("attnres")
+    assert "eps" in {c.kind for c in failures}
+
+
+def test_reader_with_an_off_by_one_dense_schedule_is_flagged(monkeypatch) -> None:
+    """The MoE rule with `>` for `>=`: the first MoE layer becomes dense in pybridge only."""
+    monkeypatch.setattr(config.K3Config, "is_moe", lambda self, i: i > self.first_k_dense_replace and i % self.moe_layer_freq == 0)
+    failures = [c for r in default_run("decoder_step").results for c in r.failures()]
+    # the NumPy and graph legs (difftest's own schedule) find no MoE parameters for layer 2
+    assert any(c.impl == "numpy" and "layer 2 MoE, but the parameters have no 'layers.2.router.weight'" in c.note
+               for c in failures), {c.note for c in failures}
+
+
+def test_reader_with_an_off_by_one_block_size_is_flagged(monkeypatch) -> None:
+    patch_config(monkeypatch, attn_res_block_size=lambda c: c.attn_res_block_size + 1)
+    failures = flagged("decoder_step")
+    assert any(c.output == "logits" and c.impl == "torch" for c in failures)
+
+
+# --- the hub <-> spec adapter ----------------------------------------------------------------------
+
+def test_adapter_reversing_the_conv_taps_is_flagged(monkeypatch) -> None:
+    real = adapter.conv_taps
+
+    def reversed_taps(hub, spec, heads, width, taps):
+        r = real(hub, spec, heads, width, taps)
+        return dataclasses.replace(r, to_hub=lambda *s: r.to_hub(*s[::-1]))
+
+    monkeypatch.setattr(adapter, "conv_taps", reversed_taps)
+    failures = flagged("kda_layer")
+    assert {c.ref for c in failures} >= {"numpy", "graph"}
+
+
+def test_adapter_pairing_shared_experts_with_the_wrong_down_block_is_flagged(monkeypatch) -> None:
+    real = adapter.merged_experts
+
+    def swapped_down(hub, spec, dim, hidden, count):
+        r = real(hub, spec, dim, hidden, count)
+
+        def to_hub(*s):
+            g, u, d = r.to_hub(*s)
+            blocks = d.reshape(dim, count, hidden).flip(1).reshape(dim, count * hidden)  # expert j's down <- expert S-1-j's
+            return g, u, blocks
+
+        return dataclasses.replace(r, to_hub=to_hub)
+
+    monkeypatch.setattr(adapter, "merged_experts", swapped_down)
+    flagged("latent_moe")
+
+
+def test_adapter_reading_the_output_projection_width_major_is_flagged(monkeypatch) -> None:
+    """`[heads, width, out]` filled as if the hub's input axis were width-major."""
+
+    def width_major(hub, spec, heads, width, out):
+        return adapter.Rule((hub,), (spec,), ((out, heads * width),), ((heads, width, out),),
+                            lambda w: (w.T.reshape(width, heads, out).transpose(0, 1),),
+                            lambda s: (s.transpose(0, 1).reshape(heads * width, out).T,), "bug")
+
+    monkeypatch.setattr(adapter, "linear_out_heads", width_major)
+    flagged("mla")
+
+
+# --- the graph compiler's op semantics ---------------------------------------------------------------
+
+def test_compiler_putting_the_rmsnorm_eps_outside_the_root_is_flagged(monkeypatch) -> None:
+    def rms_norm_eps_outside(g, a, node):
+        x, gain = a
+        ms = g.call_function(torch.mean, (g.call_function(torch.mul, (x, x)), -1), {"keepdim": True})
+        denom = g.call_function(torch.add, (g.call_function(torch.sqrt, (ms,)), node.attrs["eps"]))
+        return g.call_function(torch.mul, (g.call_function(torch.div, (x, denom)), gain))
+
+    monkeypatch.setitem(graph_compile.EMIT, "rmsNormLast", rms_norm_eps_outside)
+    failures = flagged("mla")
+    assert all("graph" in (c.impl, c.ref) for c in failures)
+
+
+def test_compiler_with_swapped_sub_operands_is_flagged(monkeypatch) -> None:
+    monkeypatch.setitem(graph_compile.EMIT, "sub", lambda g, a, node: g.call_function(torch.sub, (a[1], a[0])))
+    failures = flagged("kda_recurrence")
+    assert all("graph" in (c.impl, c.ref) for c in failures)
+
+
+def test_compiler_softmax_over_the_first_axis_is_flagged(monkeypatch) -> None:
+    monkeypatch.setitem(graph_compile.EMIT, "softmaxLast", lambda g, a, node: g.call_function(torch.softmax, (a[0], 0)))
+    failures = flagged("decoder_step")
+    assert "graph" in {c.impl for c in failures} | {c.ref for c in failures}
+
+
+# --- bugs only some inputs show --------------------------------------------------------------------
+
+def test_router_using_the_first_tokens_route_for_all_is_flagged(monkeypatch) -> None:
+    """Visible only with more than one token."""
+    real = moe.MoEGate.forward
+
+    def first_route(self, x_nd):
+        idx, _ = real(self, x_nd)
+        idx = idx[:1].expand_as(idx)
+        x = x_nd.to(compute_dtype(x_nd.dtype))
+        raw = torch.sigmoid(x @ self.weight.to(x.dtype).T).gather(1, idx)
+        return idx, self.scaling * raw / raw.sum(-1, keepdim=True)
+
+    monkeypatch.setattr(moe.MoEGate, "forward", first_route)
+    flagged("latent_moe")
+    comp = runner.COMPONENTS["latent_moe"]
+    one_row = runner.evaluate_case(comp, comp.make_case(0, "random", 0, {**comp.default_sizes, "N": 1}), ["float64"], "cpu", None)
+    assert one_row.passed  # with one token the bug is invisible
+
+
+def test_kernel_starting_every_row_from_the_first_rows_state_is_flagged(monkeypatch) -> None:
+    """Visible only with batch > 1 (rows start from different states)."""
+    real = kda.kda_chunked
+
+    def shared_state(q, k, v, g, beta, scale, state=None, chunk_size=kda.CHUNK_SIZE):
+        if state is not None:
+            state = state[:1].expand_as(state).contiguous()
+        return real(q, k, v, g, beta, scale, state, chunk_size)
+
+    monkeypatch.setattr(kda, "kda_chunked", shared_state)
+    flagged("kda_recurrence")
+    comp = runner.COMPONENTS["kda_recurrence"]
+    one_row = runner.evaluate_case(comp, comp.make_case(0, "random", 0, {**comp.default_sizes, "B": 1}), ["float64"], "cpu", None)
+    assert one_row.passed  # with one row the bug is invisible
+
+
+def test_mla_mask_ignoring_the_cache_offset_is_flagged(monkeypatch) -> None:
+    """Visible only when a prefill starts from a non-empty cache."""
+    monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(mask_offset=False))
+    failures = flagged("mla")
+    assert {c.impl for c in failures if c.ref in ("numpy", "graph")} <= {"torch_split", "torch from prefix 5"}
+
+
+def test_chunk_output_from_the_initial_state_is_flagged(monkeypatch) -> None:
+    """kda_chunked reading chunk n's inter-chunk term from the initial state instead of the
+    carried one: visible only when one call spans more than one chunk."""
+
+    def chunked_bug(q_bthk, k_bthk, v_bthv, g_bthk, beta_bth, scale, state_bhkv=None, chunk_size=kda.CHUNK_SIZE):
+        stored = q_bthk.dtype
+        q_bthk, k_bthk, v_bthv, g_bthk, beta_bth = (x.to(compute_dtype(stored)) for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth))
+        B, T, H, K = q_bthk.shape
+        V, C = v_bthv.shape[-1], chunk_size
+        pad = (-T) % C
+        if pad:
+            q_bthk, k_bthk, v_bthv, g_bthk = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q_bthk, k_bthk, v_bthv, g_bthk))
+            beta_bth = F.pad(beta_bth, (0, 0, 0, pad))
+        N = (T + pad) // C
+
+        def chunks(x):
+            return x.reshape(B, N, C, H, *x.shape[3:]).transpose(2, 3).transpose(1, 2)
+
+        q, k, v, g, beta = map(chunks, (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth))
+        G = g.cumsum(dim=-2)
+        Gm = G - G[..., C // 2 : C // 2 + 1, :]
+        k_pos, k_neg, q_pos = k * Gm.exp(), k * (-Gm).exp(), q * Gm.exp()
+        A = (k_pos @ k_neg.transpose(-1, -2)).tril(-1) * beta[..., None]
+        M = (q_pos @ k_neg.transpose(-1, -2)).tril()
+        eye = torch.eye(C, dtype=q.dtype)
+        rhs = torch.cat([beta[..., None] * v, beta[..., None] * (k * G.exp())], dim=-1)
+        sol = torch.linalg.solve_triangular(eye + A, rhs, upper=False, unitriangular=True)
+        U, W = sol[..., :V], sol[..., V:]
+        q_hat, G_last = q * G.exp(), G[..., -1:, :]
+        k_tail = k * (G_last - G).exp()
+        S = q.new_zeros(B, H, K, V) if state_bhkv is None else state_bhkv.to(q.dtype)
+        S0, outs = S, []
+        for n in range(N):
+            e = U[:, :, n] - W[:, :, n] @ S
+            outs.append(q_hat[:, :, n] @ S0 + M[:, :, n] @ e)  # the bug: S0, not the carried S
+            S = G_last[:, :, n, 0, :, None].exp() * S + k_tail[:, :, n].transpose(-1, -2) @ e
+        o = torch.stack(outs, dim=2).reshape(B, H, N * C, V).transpose(1, 2)[:, :T]
+        return (scale * o).to(stored), S
+
+    monkeypatch.setattr(kda, "kda_chunked", chunked_bug)
+    failures = flagged("kda_recurrence")
+    assert "short" not in {c.kind for c in failures}
+    assert not any(c.impl.startswith("torch_recurrent") and c.ref in ("numpy", "graph") for c in failures)
+
+
+def test_kda_state_kept_in_bfloat16_between_steps_is_flagged(monkeypatch) -> None:
+    """The layer stores S in the model's dtype instead of float32: bfloat16 only."""
+    forward = kda.KimiDeltaAttention.forward
+
+    def store_state_low(self, x_btd, st):
+        y, new = forward(self, x_btd, st)
+        return y, kda.KDAState(new.conv_q, new.conv_k, new.conv_v, new.recurrent.to(x_btd.dtype))
+
+    monkeypatch.setattr(kda.KimiDeltaAttention, "forward", store_state_low)
+    failures = flagged("kda_layer")
+    assert {c.dtype for c in failures} == {"bfloat16"}
+    assert "heads" in {c.output for c in failures}
+
+
+def test_rmsnorm_computed_in_bfloat16_is_flagged(monkeypatch) -> None:
+    """RMSNorm in the storage dtype instead of float32 (the model's pre-norms run on stored
+    bfloat16 activations): bfloat16 only."""
+    monkeypatch.setattr(layers.RMSNorm, "forward", lambda self, x: rms_norm(x, self.eps, self.weight.to(x.dtype)))
+    failures = flagged("decoder_step")
+    assert {c.dtype for c in failures} == {"bfloat16"}
+    assert {c.output.split(".")[-1] for c in failures} >= {"seq_in", "chan_in"}
+
+
+# --- model bugs ------------------------------------------------------------------------------------
 
 def test_sigmoid_reading_the_capped_gate_is_flagged(monkeypatch) -> None:
     def situ_capped(gate, up, gate_cap, up_cap):
@@ -37,26 +277,65 @@ def test_sigmoid_reading_the_capped_gate_is_flagged(monkeypatch) -> None:
         return capped * torch.sigmoid(capped) * layers.soft_cap(up_cap, up)
 
     monkeypatch.setattr(layers, "situ", situ_capped)
-    failures = flagged("expert")
-    assert max(c.err for c in failures) > 1e-3
+    assert max(c.err for c in flagged("expert")) > 1e-3
+
+
+def test_up_path_capped_with_the_gate_cap_is_flagged(monkeypatch) -> None:
+    monkeypatch.setattr(layers, "situ", lambda g, u, gc, uc: layers.soft_cap(gc, g) * torch.sigmoid(g) * layers.soft_cap(gc, u))
+    assert "cap" in {c.kind for c in flagged("expert")}
 
 
 def test_mixture_weights_from_bias_adjusted_scores_are_flagged(monkeypatch) -> None:
     def gate_forward(self, x_nd):
-        adjusted = torch.sigmoid(x_nd @ self.weight.T) + self.e_score_correction_bias
+        x = x_nd.to(compute_dtype(x_nd.dtype))
+        adjusted = torch.sigmoid(x @ self.weight.to(x.dtype).T) + self.e_score_correction_bias.to(x.dtype)
         idx = moe.select_top_k(adjusted, self.top_k)
         chosen = adjusted.gather(1, idx)
         return idx, self.scaling * chosen / chosen.sum(-1, keepdim=True)
 
     monkeypatch.setattr(moe.MoEGate, "forward", gate_forward)
+    assert {c.output for c in flagged("latent_moe")} == {"y"}  # same route, wrong weights
+
+
+def test_mixture_weights_normalized_over_every_expert_are_flagged(monkeypatch) -> None:
+    def gate_forward(self, x_nd):
+        x = x_nd.to(compute_dtype(x_nd.dtype))
+        raw = torch.sigmoid(x @ self.weight.to(x.dtype).T)
+        idx = moe.select_top_k(raw + self.e_score_correction_bias.to(x.dtype), self.top_k)
+        return idx, self.scaling * raw.gather(1, idx) / raw.sum(-1, keepdim=True)
+
+    monkeypatch.setattr(moe.MoEGate, "forward", gate_forward)
+    flagged("latent_moe")
+
+
+def test_reversed_tie_rule_is_flagged(monkeypatch) -> None:
+    """Equal scores go to the highest index: only exact ties show it (the `tie` kind)."""
+    def highest_index(adjusted_ne, k):
+        E = adjusted_ne.shape[-1]
+        flipped = torch.sort(adjusted_ne.flip(-1), dim=-1, descending=True, stable=True).indices[:, :k]
+        return E - 1 - flipped
+
+    monkeypatch.setattr(moe, "select_top_k", highest_index)
     failures = flagged("latent_moe")
-    assert {c.output for c in failures} == {"y"}  # same route, wrong weights
+    assert {c.kind for c in failures} == {"tie"}
+
+
+def test_routed_norm_without_eps_is_flagged(monkeypatch) -> None:
+    forward = moe.LatentMoE.forward
+
+    def no_eps(self, x_btd):
+        self.routed_expert_norm.eps = 0.0
+        return forward(self, x_btd)
+
+    monkeypatch.setattr(moe.LatentMoE, "forward", no_eps)
+    assert "eps" in {c.kind for c in flagged("latent_moe")}
 
 
 def test_kda_reading_before_the_update_is_flagged(monkeypatch) -> None:
     def recurrent_read_first(q, k, v, g, beta, scale, state=None):
         B, T, H, K = q.shape
-        S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state
+        S = q.new_zeros(B, H, K, v.shape[-1]) if state is None else state.to(q.dtype)
+        q, k, v, g, beta = (x.to(S.dtype) for x in (q, k, v, g, beta))
         outs = []
         for t in range(T):
             outs.append(scale * torch.einsum("bhk,bhkv->bhv", q[:, t], S))  # read the old state
@@ -67,96 +346,225 @@ def test_kda_reading_before_the_update_is_flagged(monkeypatch) -> None:
 
     monkeypatch.setattr(kda, "kda_recurrent", recurrent_read_first)
     failures = flagged("kda_recurrence")
-    assert {c.impl for c in failures} == {"torch_recurrent"} and {c.output for c in failures} == {"o"}
-    # the layer's decode path runs the recurrent kernel: decode and prefill (chunked) now differ
-    assert any(c.impl == "torch_decode" for c in runner.run(["kda_layer"], cases=1, use_lean=False, shrink=False,
-                                                              dtypes=["float64"]).results[0].failures())
+    assert "torch_recurrent" in {c.impl for c in failures} and "o" in {c.output for c in failures}
 
 
-def _mla_forward(attend_first: bool = False, transpose_o: bool = False):
-    """pybridge's GatedMLA.forward with one injected bug."""
+def test_l2_norm_with_eps_outside_the_root_is_flagged(monkeypatch) -> None:
+    monkeypatch.setattr(kda, "l2_normalize", lambda x, eps=1e-6: x / (x.pow(2).sum(-1, keepdim=True).sqrt() + eps))
+    assert "eps" in {c.kind for c in flagged("kda_layer")}
 
-    def forward(self, x_btd, cache):
+
+def test_decay_without_exp_of_the_log_scale_is_flagged(monkeypatch) -> None:
+    prepare = kda.KimiDeltaAttention.prepare
+
+    def prepare_bug(self, x_btd, st):
+        q, k, v, g, beta, convs = prepare(self, x_btd, st)
         B, T, _ = x_btd.shape
-        H = self.H
-        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x_btd))).view(B, T, H, self.nope + self.rope)
-        q_content, q_shared = q.split([self.nope, self.rope], dim=-1)
-        latent_new, shared_new = self.kv_a_proj_with_mqa(x_btd).split([self.kv_rank, self.rope], dim=-1)
-        new = mla.MLACache(torch.cat([cache.latent, self.kv_a_layernorm(latent_new)], dim=1),
-                           torch.cat([cache.shared_key, shared_new], dim=1))
-        seen = cache if attend_first else new  # the bug: attend over the cache before appending
-        S, P = seen.latent.shape[1], cache.latent.shape[1]
-        kv = self.kv_b_proj(seen.latent).view(B, S, H, self.nope + self.vdim)
-        k_content, v = kv.split([self.nope, self.vdim], dim=-1)
-        scores = torch.einsum("bthc,bshc->bhts", q_content, k_content)
-        scores = (scores + torch.einsum("bthr,bsr->bhts", q_shared, seen.shared_key)) * self.score_scale
-        allowed = torch.arange(S)[None, :] <= (P + torch.arange(T))[:, None]
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        o = torch.einsum("bhts,bshv->bthv", torch.softmax(scores, dim=-1), v).reshape(B, T, H * self.vdim)
-        gated = torch.sigmoid(self.g_proj(x_btd)) * o
-        # the bug: the hub [out, in] weight used as if it were the spec's [in, out]
-        y = gated @ self.o_proj.weight if transpose_o else self.o_proj(gated)
-        return y, new
+        z = (lin(self.f_b_proj, lin(self.f_a_proj, x_btd)) + self.dt_bias.to(x_btd.dtype)).view(B, T, self.H, self.K)
+        return q, k, v, self.lower_bound * torch.sigmoid(self.A_log.to(x_btd.dtype)[:, None] * z), beta, convs
 
-    return forward
+    monkeypatch.setattr(kda.KimiDeltaAttention, "prepare", prepare_bug)
+    flagged("kda_layer")
 
 
-def test_mla_attending_before_appending_is_flagged(monkeypatch) -> None:
-    monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(attend_first=True))
-    failures = flagged("mla")
-    # with an empty cache the first token attends over nothing (an empty softmax gives 0)
-    assert any(c.ref == "graph" and c.output == "y_t2" for c in failures)
+def test_conv_window_keeping_the_oldest_rows_is_flagged(monkeypatch) -> None:
+    """Visible only when a later call reads the window (split prefill, decode)."""
+    def conv_bug(self, x_btd, window_bwd):
+        W = self.weight.shape[-1]
+        full = torch.cat([window_bwd.to(x_btd.dtype), x_btd], dim=1)
+        out = (full.unfold(1, W, 1) * self.weight[:, 0, :].to(x_btd.dtype)).sum(-1)
+        return F.silu(out), full[:, : W - 1].to(window_bwd.dtype)
+
+    monkeypatch.setattr(kda.ShortConv, "forward", conv_bug)
+    failures = flagged("kda_layer")
+    assert "torch_split" in {c.impl for c in failures}
 
 
-def test_mla_forward_copy_is_faithful(monkeypatch) -> None:
-    """The copied forward without a bug passes: the failures above come from the bugs."""
-    monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward())
-    assert runner.run(["mla"], cases=CASES, seed=0, dtypes=["float64"], use_lean=False, shrink=False).passed
+def test_mla_score_scale_applied_twice_is_flagged(monkeypatch) -> None:
+    init = mla.GatedMLA.__init__
+
+    def init_bug(self, cfg):
+        init(self, cfg)
+        self.score_scale = cfg.mla_score_scale**2
+
+    monkeypatch.setattr(mla.GatedMLA, "__init__", init_bug)
+    flagged("mla")
+
+
+def test_empty_partial_block_as_a_source_is_flagged(monkeypatch) -> None:
+    def sources(self):
+        return self.blocks + [self.partial if self.partial is not None else torch.zeros_like(self.blocks[0])]
+
+    monkeypatch.setattr(attnres.DepthState, "sources", sources)
+    flagged("attnres")
+
+
+def test_block_folded_one_layer_late_is_flagged(monkeypatch) -> None:
+    def finish_layer(self, chan_out):
+        self.partial, self.after_seq = self.after_seq + chan_out, None
+        self.count += 1
+        if self.count == self.block_size + 1:
+            self.blocks.append(self.partial)
+            self.partial, self.count = None, 0
+
+    monkeypatch.setattr(attnres.DepthState, "finish_layer", finish_layer)
+    flagged("attnres")
 
 
 def retrieve_normalized(sources, query_d, eps):
     """attnres.retrieve mixing the normalized sources (a known bug)."""
     v = torch.stack(sources, dim=0)
-    normed = rms_norm(v, eps)
-    weights = torch.softmax((normed * query_d).sum(-1), dim=0)
-    return (weights[..., None] * normed).sum(0)  # mixes RMSNorm(v_i), not v_i
+    normed = rms_norm(v.to(compute_dtype(v.dtype)), eps)
+    weights = torch.softmax((normed * query_d.to(normed.dtype)).sum(-1), dim=0)
+    return (weights[..., None] * normed).sum(0).to(v.dtype)  # mixes RMSNorm(v_i), not v_i
 
 
 def test_attnres_mixing_normalized_values_is_flagged(monkeypatch) -> None:
     monkeypatch.setattr(attnres, "retrieve", retrieve_normalized)
-    failures = flagged("attnres")
-    assert {c.ref for c in failures} <= {"lean", "numpy", "graph"}
+    assert {c.ref for c in flagged("attnres")} <= {"lean", "numpy", "graph"}
 
 
 def test_decoder_step_flags_attnres_mixing_normalized_values(monkeypatch) -> None:
-    """The same bug inside the whole model (pybridge.model imports `retrieve` by name): the
-    decoder step's logits and states leave the float64 graph of the Lean export."""
-    monkeypatch.setattr(attnres, "retrieve", retrieve_normalized)
+    """The same bug inside the whole model (pybridge.model imports `retrieve` by name)."""
     monkeypatch.setattr(k3model, "retrieve", retrieve_normalized)
     failures = flagged("decoder_step")
-    assert {(c.impl, c.ref) for c in failures} == {("torch", "graph")}
-    assert max(c.err for c in failures if c.output == "logits") > 1e-3
+    assert max(c.err for c in failures if c.output == "logits" and c.dtype == "float64") > 1e-3
+
+
+def test_final_read_with_the_last_layers_query_is_flagged(monkeypatch) -> None:
+    forward = k3model.KimiK3ForCausalLM.forward
+
+    def forward_bug(self, ids, cache=None):
+        m = self.model
+        saved = m.output_attn_res_proj.weight.data.clone()
+        m.output_attn_res_proj.weight.data.copy_(m.layers[-1].mlp_res_proj.weight.data)
+        try:
+            return forward(self, ids, cache)
+        finally:
+            m.output_attn_res_proj.weight.data.copy_(saved)
+
+    monkeypatch.setattr(k3model.KimiK3ForCausalLM, "forward", forward_bug)
+    assert "logits" in {c.output for c in flagged("decoder_step")}
+
+
+def _mla_forward(attend_first: bool = False, transpose_o: bool = False, mask_offset: bool = True):
+    """pybridge's GatedMLA.forward (precision policy included) with one injected bug."""
+
+    def forward(self, x_btd, cache):
+        B, T, _ = x_btd.shape
+        H = self.H
+        stored, x = x_btd.dtype, x_btd.to(compute_dtype(x_btd.dtype))
+        q = lin(self.q_b_proj, self.q_a_layernorm(lin(self.q_a_proj, x))).view(B, T, H, self.nope + self.rope)
+        q_content, q_shared = q.split([self.nope, self.rope], dim=-1)
+        latent_new, shared_new = lin(self.kv_a_proj_with_mqa, x).split([self.kv_rank, self.rope], dim=-1)
+        latent_new = self.kv_a_layernorm(latent_new)
+        new = mla.MLACache(torch.cat([cache.latent, latent_new.to(stored)], dim=1),
+                           torch.cat([cache.shared_key, shared_new.to(stored)], dim=1))
+        lat, sh = cache.latent.to(x.dtype), cache.shared_key.to(x.dtype)
+        if not attend_first:  # the bug: attend over the cache before appending
+            lat, sh = torch.cat([lat, latent_new], 1), torch.cat([sh, shared_new], 1)
+        S, P = lat.shape[1], cache.latent.shape[1]
+        kv = lin(self.kv_b_proj, lat).view(B, S, H, self.nope + self.vdim)
+        k_content, v = kv.split([self.nope, self.vdim], dim=-1)
+        scores = torch.einsum("bthc,bshc->bhts", q_content, k_content)
+        scores = (scores + torch.einsum("bthr,bsr->bhts", q_shared, sh)) * self.score_scale
+        # mask_offset False, the bug: key j allowed for query t when j <= t, not j <= P + t
+        if T > 1:
+            allowed = torch.arange(S)[None, :] <= ((P if mask_offset else 0) + torch.arange(T))[:, None]
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        o = torch.einsum("bhts,bshv->bthv", torch.softmax(scores, dim=-1), v).reshape(B, T, H * self.vdim)
+        gated = torch.sigmoid(lin(self.g_proj, x)) * o
+        # the bug: the hub [out, in] weight used as if it were the spec's [in, out]
+        y = gated @ self.o_proj.weight.to(x.dtype) if transpose_o else lin(self.o_proj, gated)
+        return y.to(stored), new
+
+    return forward
+
+
+def test_mla_forward_copy_is_faithful(monkeypatch) -> None:
+    """The copied forward without a bug passes: the failures above come from the bugs."""
+    monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward())
+    passes("mla")
+
+
+def test_mla_attending_before_appending_is_flagged(monkeypatch) -> None:
+    monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(attend_first=True))
+    assert any(c.ref in ("graph", "numpy") for c in flagged("mla"))
 
 
 def test_transposed_in_out_weight_is_flagged(monkeypatch) -> None:
     # o_proj is square in the tiny configuration (3 heads × 8 = 24 = hidden), so the
     # transposed weight runs without a shape error: only the values are wrong
     monkeypatch.setattr(mla.GatedMLA, "forward", _mla_forward(transpose_o=True))
-    failures = flagged("mla")
-    assert max(c.err for c in failures) > 1e-2
+    assert max(c.err for c in flagged("mla")) > 1e-2
 
 
-def test_decoder_step_flags_a_route_that_is_not_the_graph_top_k(monkeypatch) -> None:
-    """A gate that picks the lowest-scoring experts: the graph is staged with that route, and its
-    own top-k differs; the run reports the route mismatch (exact outputs) instead of crashing."""
+def test_decoder_step_flags_a_route_that_is_not_the_top_k(monkeypatch) -> None:
+    """A gate that picks the lowest-scoring experts: the routes differ from the NumPy and graph
+    routes (exact outputs) instead of crashing."""
 
     def gate_bottom_k(self, x_nd):
-        scores_ne = torch.sigmoid(x_nd @ self.weight.T)
-        idx_nk = moe.select_top_k(-(scores_ne + self.e_score_correction_bias), self.top_k)
+        x = x_nd.to(compute_dtype(x_nd.dtype))
+        scores_ne = torch.sigmoid(x @ self.weight.to(x.dtype).T)
+        idx_nk = moe.select_top_k(-(scores_ne + self.e_score_correction_bias.to(x.dtype)), self.top_k)
         raw_nk = scores_ne.gather(1, idx_nk)
         return idx_nk, self.scaling * raw_nk / raw_nk.sum(-1, keepdim=True)
 
     monkeypatch.setattr(moe.MoEGate, "forward", gate_bottom_k)
-    failures = flagged("decoder_step")
-    routes = [c for c in failures if c.output.endswith(".route")]
+    routes = [c for c in flagged("decoder_step") if c.output.endswith(".route")]
     assert routes and all(c.tol == 0.0 and "exact output differs" in c.note for c in routes)
+
+
+# --- equivalent rewrites: not flagged ----------------------------------------------------------------
+
+def test_permuting_the_merged_shared_hidden_units_is_not_flagged(monkeypatch) -> None:
+    """An MLP is invariant under a permutation of its hidden units (gate and up rows, down
+    columns alike): the adapter may interleave the shared experts' blocks."""
+    real = adapter.merged_experts
+
+    def interleaved(hub, spec, dim, hidden, count):
+        r = real(hub, spec, dim, hidden, count)
+
+        def to_hub(*s):
+            g, u, d = r.to_hub(*s)
+            perm = torch.arange(count * hidden).reshape(count, hidden).T.reshape(-1)
+            return g[perm], u[perm], d[:, perm]
+
+        return dataclasses.replace(r, to_hub=to_hub)
+
+    monkeypatch.setattr(adapter, "merged_experts", interleaved)
+    passes("latent_moe")
+
+
+def test_sigmoid_through_tanh_is_not_flagged(monkeypatch) -> None:
+    monkeypatch.setattr(layers, "situ", lambda g, u, gc, uc: layers.soft_cap(gc, g) * (1 + torch.tanh(g / 2)) / 2
+                        * layers.soft_cap(uc, u))
+    passes("expert")
+
+
+def test_swapping_the_attnres_query_and_gain_is_not_flagged(monkeypatch) -> None:
+    """query · (gain ⊙ RMSNorm(v)) = gain · (query ⊙ RMSNorm(v)): the adapter may swap them."""
+    real = adapter.attnres_rules
+
+    def swapped(cfg, hub_norm, hub_proj, spec):
+        query, gain = real(cfg, hub_norm, hub_proj, spec)
+        return [dataclasses.replace(query, spec=gain.spec), dataclasses.replace(gain, spec=query.spec, spec_shapes=((cfg.hidden_size,),))]
+
+    monkeypatch.setattr(adapter, "attnres_rules", swapped)
+    passes("decoder_step")
+
+
+def test_a_smaller_kda_chunk_is_not_flagged(monkeypatch) -> None:
+    real = kda.kda_chunked
+    monkeypatch.setattr(kda, "kda_chunked", lambda *a, **k: real(*a, **{**k, "chunk_size": 8}))
+    passes("kda_recurrence")
+
+
+def test_rmsnorm_by_division_is_not_flagged(monkeypatch) -> None:
+    def rms_div(x_nd, eps, weight_d=None):
+        y = x_nd / torch.sqrt(x_nd.pow(2).mean(-1, keepdim=True) + eps)
+        return y if weight_d is None else y * weight_d
+
+    monkeypatch.setattr(layers, "rms_norm", rms_div)
+    monkeypatch.setattr(attnres, "rms_norm", rms_div)
+    passes("attnres")

@@ -5,10 +5,9 @@ import json
 import struct
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from graph_helpers import GRAPH_FILES, GRAPHS, random_params_inputs
+from helpers import GRAPH_FILES, GRAPHS, RTOL, assert_close, random_params_inputs
 
 from pybridge.errors import GraphError
 from pybridge.graph.compile import compile_graph
@@ -16,16 +15,6 @@ from pybridge.graph.interpret import interpret
 from pybridge.graph.load import load_graph, parse_graph
 
 torch.set_num_threads(1)  # tiny tensors gain nothing from threads; on a shared box they only add contention
-RTOL = 1e-12
-
-
-def _close(a: torch.Tensor, b: np.ndarray, rtol: float = RTOL) -> None:
-    """Relative to the output's largest entry (entries near 0 carry the others' rounding)."""
-    scale = max(float(np.abs(b).max()), 1e-300)
-    assert a.shape == b.shape
-    assert float(np.abs(a.detach().double().numpy() - b).max()) <= rtol * scale
-
-
 @pytest.mark.parametrize("path", GRAPH_FILES, ids=lambda p: p.name)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_compiled_equals_interpreter(path: Path, seed: int) -> None:
@@ -35,7 +24,7 @@ def test_compiled_equals_interpreter(path: Path, seed: int) -> None:
     assert got.keys() == want.keys()
     for key in want:
         assert got[key].dtype == torch.float64
-        _close(got[key], want[key])
+        assert_close(got[key], want[key])
 
 
 def _f(x: float) -> dict:
@@ -78,7 +67,7 @@ def test_all_ops_compiled_equals_interpreter() -> None:
         params, inputs = random_params_inputs(g, seed)
         got, want = compile_graph(g)(params, inputs), interpret(g, params, inputs)
         for key in want:
-            _close(got[key], want[key])
+            assert_close(got[key], want[key])
 
 
 def test_documented_formulas() -> None:
@@ -101,7 +90,7 @@ def test_documented_formulas() -> None:
     l2 = v28 / torch.sqrt((v28**2).sum(-1, keepdim=True) + 0.5)
     soft = torch.exp(v27) / torch.exp(v27).sum(-1, keepdim=True)
     for key, want in (("rms", rms), ("l2", l2), ("soft", soft), ("cat", v27)):
-        _close(out[key], want.numpy())
+        assert_close(out[key], want.numpy())
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
@@ -110,7 +99,7 @@ def test_low_precision(dtype: torch.dtype, tol: float) -> None:
     params, inputs = random_params_inputs(g, 0)
     got = compile_graph(g, dtype=dtype, device="cpu")(params, inputs)["output"]
     assert got.dtype == dtype
-    _close(got.float(), interpret(g, params, inputs)["output"], rtol=tol)
+    assert_close(got.float(), interpret(g, params, inputs)["output"], rtol=tol)
 
 
 def test_bad_bindings() -> None:
@@ -123,6 +112,7 @@ def test_bad_bindings() -> None:
         cg(params, {**inputs, "input": torch.zeros(23)})
 
 
+@pytest.mark.slow
 def test_export_and_compile() -> None:
     g = load_graph(GRAPHS / "channel_expert_tiny.json")
     params, inputs = random_params_inputs(g, 3)

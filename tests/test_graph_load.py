@@ -5,7 +5,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from graph_helpers import GRAPH_FILES, GRAPHS
+from helpers import GRAPH_FILES, GRAPHS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -141,6 +141,7 @@ def _mutate(doc: object, path: tuple, how: str, junk: object) -> object:
     return doc
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutations_never_crash(tmp_path: Path, data: st.DataObject) -> None:

@@ -1,14 +1,15 @@
 """Each exported graph equals the matching pybridge component with the same weights (float64).
 
-Hub weights are nn.Linear `[out, in]`; graph (spec) weights are `[in, out]` = `weight.T`.
+Hub weights are nn.Linear `[out, in]`; graph (spec) weights are `[in, out]`; the mapping is
+`pybridge.adapter`.
 """
 
-from pathlib import Path
 
 import pytest
 import torch
-from graph_helpers import GRAPHS
+from helpers import GRAPHS, TINY, assert_close
 
+from pybridge import adapter
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
@@ -17,14 +18,6 @@ from pybridge.layers import SituExpert, SituMLP
 
 torch.set_num_threads(1)  # tiny tensors gain nothing from threads; on a shared box they only add contention
 F64 = torch.float64
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json"
-RTOL = 1e-12
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    assert float((got - want).abs().max()) <= RTOL * float(want.abs().max())
-
-
 def _caps(cfg) -> dict[str, torch.Tensor]:
     return {"gateCap": torch.tensor(cfg.situ_gate_cap, dtype=F64), "upCap": torch.tensor(cfg.situ_up_cap, dtype=F64)}
 
@@ -38,29 +31,25 @@ def test_expert_graph_equals_situ_expert_and_mlp(seed: int) -> None:
     mlp = SituMLP(24, 13, cfg.situ_gate_cap, cfg.situ_up_cap).to(F64)
     x_nd = 3.0 * torch.randn(5, 24, dtype=F64)  # large enough that both soft caps bend
     with torch.no_grad():
-        for module, (gate, up, down) in ((expert, ("w1", "w3", "w2")), (mlp, ("gate_proj", "up_proj", "down_proj"))):
-            params = {name: getattr(module, hub).weight.T for name, hub in
-                      (("gateWeight", gate), ("upWeight", up), ("downWeight", down))}
+        for module, names in ((expert, ("w1", "w3", "w2")), (mlp, ("gate_proj", "up_proj", "down_proj"))):
+            params = adapter.to_spec(adapter.expert_rules(24, 13, names), module.state_dict())
             want_nd = module(x_nd)
             for x_d, want_d in zip(x_nd, want_nd):
-                _close(cg(params, {"input": x_d, **_caps(cfg)})["output"], want_d)
+                assert_close(cg(params, {"input": x_d, **_caps(cfg)})["output"], want_d)
 
 
-def _moe_params(moe, shared_hidden: int, route: list[int]) -> dict[str, torch.Tensor]:
-    """Graph params for `moe` with `route` in the slots. pybridge merges the shared experts
-    into one MLP; graph shared expert j is hidden block [j*h, (j+1)*h) of it."""
-    sh, h = moe.shared_experts, shared_hidden
-    params = {"downProject": moe.routed_expert_down_proj.weight.T, "upProject": moe.routed_expert_up_proj.weight.T,
-              "routedNormScale": moe.routed_expert_norm.weight}
-    for j in range(sh.gate_proj.weight.shape[0] // h):
-        rows = slice(j * h, (j + 1) * h)
-        params |= {f"shared.gate[{j}]": sh.gate_proj.weight[rows].T, f"shared.up[{j}]": sh.up_proj.weight[rows].T,
-                   f"shared.down[{j}]": sh.down_proj.weight[:, rows].T}
-    for k, e in enumerate(route):
-        ex = moe.experts[e]
-        params |= {f"slot.router[{k}]": moe.gate.weight[e], f"slot.gate[{k}]": ex.w1.weight.T,
-                   f"slot.up[{k}]": ex.w3.weight.T, f"slot.down[{k}]": ex.w2.weight.T}
-    return params
+def _moe_params(cfg, graph, moe, shared_hidden: int, route: list[int]) -> dict[str, torch.Tensor]:
+    """Graph params for `moe` with `route` in the slots, through `pybridge.adapter`; the shared
+    experts are `shared_hidden` wide here (graph shared expert j is hidden block j of pybridge's
+    merged shared MLP)."""
+    num_shared = moe.shared_experts.gate_proj.weight.shape[0] // shared_hidden
+    names = ("gate_proj", "up_proj", "down_proj")
+    shared = adapter.merged_experts(tuple(f"shared_experts.{n}.weight" for n in names),
+                                    ("moe.shared.gate", "moe.shared.up", "moe.shared.down"),
+                                    cfg.hidden_size, shared_hidden, num_shared)
+    rules = [r for r in adapter.moe_rules(cfg) if not r.hub[0].startswith("shared_experts.")] + [shared]
+    spec = adapter.to_spec(rules, moe.state_dict())
+    return adapter.graph_params(graph, spec | adapter.stage_route(spec, route), prefix="moe.")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -89,7 +78,7 @@ def test_latent_moe_graph_equals_latent_moe_on_its_route(seed: int) -> None:
         routes = set()
         for x_d, route, want_d in zip(x_nd, route_nk.tolist(), want_nd):
             routes.add(tuple(route))
-            _close(cg(_moe_params(moe, shared_hidden, route), {"input": x_d, **_caps(cfg)})["output"], want_d)
+            assert_close(cg(_moe_params(cfg, graph, moe, shared_hidden, route), {"input": x_d, **_caps(cfg)})["output"], want_d)
     assert len(routes) > 1  # the tokens exercised several routes
 
 
@@ -107,12 +96,12 @@ def test_small_fixtures_closed_form() -> None:
     a, b = r(2, 3), r(1, 3)
     out = _run("layout_mix.json", {}, {"a": a, "b": b})
     stacked_t = torch.cat([a, b]).T
-    _close(out["flat"], stacked_t.reshape(9))
-    _close(out["rowMean"], torch.cat([a, b]).mean(0))
+    assert_close(out["flat"], stacked_t.reshape(9))
+    assert_close(out["rowMean"], torch.cat([a, b]).mean(0))
     W, bias, x = r(4, 3), r(3), r(4)
     out = _run("linear_softmax.json", {"W": W, "b": bias}, {"x": x})
-    _close(out["hidden"], x @ W)
-    _close(out["probs"], torch.softmax(x @ W + bias, -1))
+    assert_close(out["hidden"], x @ W)
+    assert_close(out["probs"], torch.softmax(x @ W + bias, -1))
     g, W, x = r(4), r(4, 4), r(2, 4)
     out = _run("rms_mlp.json", {"g": g, "W": W}, {"x": x})
-    _close(out["y"], torch.tanh(rms_norm(x, 1e-6, g) @ W))
+    assert_close(out["y"], torch.tanh(rms_norm(x, 1e-6, g) @ W))

@@ -1,16 +1,15 @@
 """The exported KDA and MLA step graphs equal pybridge's KDA recurrence and Gated MLA (float64).
 
-Graph (spec) weights are `[in, out]`; pybridge holds hub `nn.Linear` weights `[out, in]`. The
-mapping below follows the table in pybridge/README.md.
+Graph (spec) weights are `[in, out]`; pybridge holds hub `nn.Linear` weights `[out, in]`; the
+mapping is `pybridge.adapter`.
 """
 
-from pathlib import Path
 
 import pytest
 import torch
-from graph_helpers import GRAPHS
+from helpers import GRAPHS, TINY, assert_close
 
-from difftest.components.decoder import mla_params
+from pybridge import adapter
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
@@ -19,13 +18,6 @@ from pybridge.mla import GatedMLA, MLACache
 
 torch.set_num_threads(1)
 F64 = torch.float64
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json"
-RTOL = 1e-12
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    assert got.shape == want.shape
-    assert float((got - want).abs().max()) <= RTOL * float(want.abs().max())
 
 
 def _kda_inputs(gen: torch.Generator, heads: int, k: int, v: int) -> dict[str, torch.Tensor]:
@@ -49,8 +41,8 @@ def test_kda_packed_step_graph_equals_recurrence(seed: int) -> None:
         x["query"][None, None], x["key"][None, None], x["value"][None, None],
         x["retention"].log()[None, None], x["beta"][None, None], 1.0, x["state"][None],
     )
-    _close(got["next_state"], state_bhkv[0])
-    _close(got["output"], out_bthv[0, 0])
+    assert_close(got["next_state"], state_bhkv[0])
+    assert_close(got["output"], out_bthv[0, 0])
 
 
 def test_kda_head_step_graph_equals_recurrence() -> None:
@@ -61,8 +53,8 @@ def test_kda_head_step_graph_equals_recurrence() -> None:
         x["query"][None, None, None], x["key"][None, None, None], x["value"][None, None, None],
         x["retention"].log()[None, None, None], x["beta"].reshape(1, 1, 1), 1.0, x["state"][None, None],
     )
-    _close(got["next_state"], state_bhkv[0, 0])
-    _close(got["output"], out_bthv[0, 0, 0])
+    assert_close(got["next_state"], state_bhkv[0, 0])
+    assert_close(got["output"], out_bthv[0, 0, 0])
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -78,10 +70,10 @@ def test_mla_packed_step_graph_equals_gated_mla_decode(seed: int) -> None:
     x_d = torch.randn(cfg.hidden_size, dtype=F64)
     with torch.no_grad():
         y_btd, cache = mla(x_d[None, None], MLACache(latent_pl[None], shared_pr[None]))
-        got = cg(mla_params(mla), {
+        got = cg(adapter.to_spec(adapter.mla_rules(cfg), mla.state_dict()), {
             "latent_cache": latent_pl, "shared_key_cache": shared_pr, "x": x_d,
             "score_scale": torch.tensor(cfg.mla_score_scale, dtype=F64),
         })
-    _close(got["latent_cache_next"], cache.latent[0])
-    _close(got["shared_key_cache_next"], cache.shared_key[0])
-    _close(got["output"], y_btd[0, 0])
+    assert_close(got["latent_cache_next"], cache.latent[0])
+    assert_close(got["shared_key_cache_next"], cache.shared_key[0])
+    assert_close(got["output"], y_btd[0, 0])

@@ -186,7 +186,7 @@ def test_decay_gate_matches_fla_lowerbound_gate(tiny_kda_layer):
     torch.testing.assert_close(g_ours, g_fla, rtol=1e-6, atol=1e-6)  # fla computes in float32
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="fla chunk_kda needs a CUDA GPU")
+@pytest.mark.gpu  # fla's Triton chunk_kda needs a CUDA device
 def test_fla_chunk_kda_matches_ours_on_gpu():
     from pybridge.kda_fla import fla_chunk_kda
 

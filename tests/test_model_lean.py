@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from helpers import lean_run
 
-from codegen.bundle import bundle, dependency_order, run_lean
 from pybridge.config import config_from_dict
 
 pytestmark = pytest.mark.lean
@@ -74,11 +74,9 @@ CONFIG_EXPORTS = """
 @lru_cache(maxsize=1)
 def config_docs() -> list[dict]:
     """One Lean run of `Config.toJson` on `tinyConfig` and `paperConfig`."""
-    source = bundle(REPO, dependency_order(REPO, ("KimiK3.Model.Config",))) + CONFIG_EXPORTS
-    texts = [m.text.strip() for m in run_lean(source, "ModelConfig") if m.severity == "information"]
-    docs = [json.loads(t) for t in texts if t.startswith("{")]
-    assert len(docs) == 2, texts
-    return docs
+    out = lean_run(("KimiK3.Model.Config",), CONFIG_EXPORTS, "ModelConfig")
+    assert len(out.docs) == 2, out.texts
+    return out.docs
 
 
 @pytest.mark.parametrize("index, name", [(0, "tiny"), (1, "paper")])

@@ -65,3 +65,30 @@ def test_every_library_file_uses_the_module_system() -> None:
         first = path.read_text().lstrip().splitlines()[0]
         assert first == "module", f"{path.relative_to(REPO)} must start with `module`"
 
+
+
+
+def test_no_python_code_rewrites_lean_text() -> None:
+    """What is evaluated is what the build checked: no Python code applies `str.replace` or
+    `re.sub` to bundled or read Lean text (the bundle only leaves out module headers)."""
+    import ast
+
+    suspicious = ("bundle", ".lean", "lean_text", "source")
+    # k3spec/toolchain.py patches lean.js, the JavaScript glue of the offline toolchain, not Lean;
+    # tests/lean_checks.py rewrites the positions in Lean's error messages, not Lean text.
+    not_lean = {"k3spec/toolchain.py", "tests/lean_checks.py"}
+    found = []
+    for path in sorted(REPO.glob("**/*.py")):
+        if any(part in (".git", "build", ".lake") for part in path.parts) or str(path.relative_to(REPO)) in not_lean:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("replace", "sub"):
+                receiver = ast.unparse(node.func.value)
+                args = " ".join(ast.unparse(a) for a in node.args)
+                text = receiver + " " + args
+                if node.func.attr == "sub" and receiver != "re":
+                    continue
+                if any(s in text for s in suspicious) and "Path" not in receiver and "with_suffix" not in text:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)[:100]}")
+    assert found == [], "Python code rewriting Lean text:\n" + "\n".join(found)

@@ -2,21 +2,17 @@
 
 A new component (e.g. one with a freshly exported graph) is one class and one entry here: it
 names its Lean template (`difftest/templates/<name>.lean.j2`), its Lean modules, its input kinds,
-its pybridge module and, when an export exists, its graph file and parameter mapping.
+its pybridge module, its NumPy reference and, when an export exists, its graph file.
 
 `lean_default` marks the components the default run evaluates in Lean: every component whose
 template calls the executable specification (`KimiK3.Exec`, seconds per case offline);
 `--lean-all` evaluates every one that has a Lean template; `decoder_step`, the whole decoder
-token step, has none yet: its graph is the reference.
-
-Hooks for the lead: `model` (the whole language model, `LanguageModel.step/run` on branch
-`model`) is not registered yet; the KDA layer and AttnRes components take their graphs
-(`kda_layer_step_tiny.json`, `attnres_tiny.json`) by setting `graph_file` and `graph_outputs`.
+token step, has none yet: its graph and NumPy legs are the references.
 """
 
 from __future__ import annotations
 
-from difftest.components.base import Component, ErrorModel
+from difftest.components.base import Component, ErrorModel, LowpCheck
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
@@ -30,4 +26,4 @@ COMPONENTS: dict[str, Component] = {
     )
 }
 
-__all__ = ["COMPONENTS", "Component", "ErrorModel"]
+__all__ = ["COMPONENTS", "Component", "ErrorModel", "LowpCheck"]

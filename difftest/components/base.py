@@ -1,64 +1,97 @@
-"""What a component provides to the differential tester (one registry entry per component)."""
+"""What a component provides to the differential tester (one registry entry per component).
+
+Legs (each reads its configuration through its own reader, `difftest.config`):
+* `torch_outputs`: pybridge, built from the case's spec tensors through `pybridge.adapter`,
+  configured by pybridge's reader (`torch_config`);
+* `graph_outputs`: the Lean export compiled by `pybridge.graph`, its constant inputs from
+  difftest's own reader (`own_config`); only where the export's shapes fit (`graph_fits`);
+* `numpy_outputs`: difftest's own float64 transcription of the spec (`difftest.numpy_ref`);
+* the Lean leg (`difftest.lean`): `lean_case` (the part of a case the Lean templates
+  evaluate), `lean_config` (its configuration values), `lean_context`, `lean_output_shapes`,
+  `lean_postprocess`.
+
+Low precision: `lowp_checks` runs each stage of the torch model (and the graph) at the run's
+dtype on the reference's own inputs at that point, rounded to the storage dtype, beside the
+float64 NumPy reference (or graph) evaluated on those same rounded inputs and weights.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
+from functools import cache
 
 import numpy as np
 import torch
 
+from difftest import config as readings
 from difftest.case import Case
+from difftest.config import GRAPHS, TINY_CONFIG
 
-REPO = Path(__file__).resolve().parents[2]
-GRAPHS = REPO / "fixtures" / "graphs"
-TINY_CONFIG = REPO / "fixtures" / "tiny" / "config.json"
+F64 = torch.float64
 
 
 @dataclass(frozen=True)
 class ErrorModel:
-    """The rounding-error budget of a component (docs/tolerances.md).
+    """The rounding-error budget of one stage (docs/tolerances.md).
 
-    `stores`: roundings of stored values on the longest dependency chain (inputs and weights
-    count one each); `accum`: total length of the reductions on that chain; `amp`: the product
-    of the stated amplification factors of its nonlinear stages and of output cancellation.
-    """
+    `stores`: roundings of stored values on the longest dependency chain at float64 (inputs and
+    weights count one each); `accum`: total length of the reductions on that chain; `amp`: the
+    product of the stated amplification factors of its nonlinear stages. At low precision the
+    inputs and weights are shared with the reference, every operation runs at the compute
+    precision (float32), and `out_stores` values on the chain are rounded to the storage dtype
+    (1: the stage's output)."""
 
     stores: int
     accum: int
     amp: float
+    out_stores: int = 1
+
+
+@dataclass
+class LowpCheck:
+    """One low-precision comparison: `got` (the run, `impl`) against `want` (float64 reference
+    `ref` on the same rounded inputs) for one stage output, under `model`."""
+
+    impl: str
+    ref: str
+    output: str
+    got: np.ndarray
+    want: np.ndarray
+    model: ErrorModel
+    exact: bool = False
+    note: str = ""
 
 
 class Component:
-    """A K3 component: seeded inputs, the Lean reference, the exported graph and the torch model.
-
-    Subclasses set the class attributes and implement `sample`, `torch_outputs`,
-    `lean_output_shapes` and `error_model`; `graph_outputs` when an export exists.
-    """
+    """A K3 component: seeded inputs and its legs. Subclasses set the class attributes and
+    implement `sample`, `torch_outputs`, `numpy_outputs`, `lowp_checks`, `error_model`, and the
+    Lean methods where a template exists; `graph_outputs` where an export exists."""
 
     name: str = ""
     summary: str = ""
     template: str = ""  # templates/<template>.lean.j2
     lean_targets: tuple[str, ...] = ()
-    kinds: tuple[str, ...] = ("random",)
+    #: kind -> what its inputs stress (`difftest list`); the default run starts with one case of each
+    kinds: dict[str, str] = {"random": "well-conditioned weights and activations"}
     default_sizes: dict[str, int] = {}
     graph_file: str | None = None  # fixtures/graphs/<graph_file>; None: no export yet
-    #: whether the default run evaluates this component in Lean; False where the offline
-    #: interpreter took minutes per case (see the report; `--lean-all` runs it anyway)
+    #: whether the default run evaluates this component in Lean (see `difftest list`)
     lean_default: bool = False
-    #: (implementation, dtype, device) -> why pybridge cannot run it; reported as skipped
-    unsupported: dict[tuple[str, str, str], str] = {}
+    #: stacked case tensor -> its spec names, one per leading index (`{i}`)
+    stacked: dict[str, str] = {}
 
     # --- inputs -----------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, kind: str, sizes: dict[str, int]) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def sizes_for_kind(self, kind: str) -> dict[str, int]:
-        """The sizes a kind uses (e.g. `long` lengthens the sequence)."""
+    def sizes_for_kind(self, kind: str, thorough: bool = False) -> dict[str, int]:
+        """The sizes a kind uses (e.g. `long` lengthens the sequence); `thorough` may widen them."""
         return dict(self.default_sizes)
 
-    def make_case(self, index: int, kind: str, seed: int, sizes: dict[str, int] | None = None) -> Case:
-        sizes = self.sizes_for_kind(kind) if sizes is None else dict(sizes)
+    def make_case(self, index: int, kind: str, seed: int, sizes: dict[str, int] | None = None,
+                  thorough: bool = False) -> Case:
+        sizes = self.sizes_for_kind(kind, thorough) if sizes is None else dict(sizes)
         rng = np.random.default_rng([seed, index])
         return Case(self.name, index, kind, seed, sizes, self.sample(rng, kind, sizes))
 
@@ -66,31 +99,66 @@ class Component:
         """Smaller size sets to try when shrinking a failure, smallest first."""
         return []
 
-    # --- the three implementations ----------------------------------------------------------
+    # --- configuration: one reader per leg ---------------------------------------------------
+    def own_config(self) -> dict:
+        """The graph and NumPy legs' configuration values (difftest's own reader)."""
+        return own_config()
+
+    def lean_config(self) -> dict:
+        """Hook for the Lean leg: its configuration values. The exported Lean `Config`
+        (`difftest.config.lean_reading`) where it carries a value; difftest's own reading of the
+        configuration file for the others (the Lean `Config` has no field for them yet)."""
+        return {**self.own_config(), **(readings.lean_reading() or {})}
+
+    # --- the legs ------------------------------------------------------------------------------
+    def spec_params(self, case: Case) -> dict[str, np.ndarray]:
+        """The case's weights under their spec names (`pybridge.adapter`): stacked families
+        (`stacked`) split into one tensor per leading index."""
+        out = {}
+        for name, t in case.tensors.items():
+            if name in self.stacked:
+                out.update({self.stacked[name].format(i=i): t[i] for i in range(t.shape[0])})
+            else:
+                out[name] = t
+        return out
+
     def torch_outputs(self, case: Case, dtype: torch.dtype, device: str) -> dict[str, dict[str, np.ndarray]]:
         """{implementation name: {output name: float64 array}} of the pybridge model."""
         raise NotImplementedError
 
-    def runs(self, impl: str, dtype: torch.dtype, device: str) -> bool:
-        """Whether pybridge can run `impl` at `dtype` on `device` (see `unsupported`)."""
-        return (impl, str(dtype).removeprefix("torch."), str(device).split(":")[0]) not in self.unsupported
-
     def numpy_outputs(self, case: Case) -> dict[str, np.ndarray] | None:
-        """An optional plain float64 NumPy reference, independent of pybridge (None: none)."""
+        """difftest's own float64 NumPy reference (None: none)."""
         return None
 
     def graph_available(self, case: Case) -> bool:
         return self.graph_file is not None and (GRAPHS / self.graph_file).exists() and self.graph_fits(case)
 
     def graph_fits(self, case: Case) -> bool:
-        return case.sizes == self.sizes_for_kind(case.kind) == self.default_sizes
+        return case.sizes == self.default_sizes
 
-    def graph_outputs(self, case: Case, dtype: torch.dtype, device: str) -> dict[str, np.ndarray]:
+    def graph_outputs(self, case: Case, device: str) -> dict[str, np.ndarray]:
+        """The float64 graph leg."""
         raise NotImplementedError
 
+    def references(self) -> list[str]:
+        """The float64 references independent of the torch model (`difftest list`)."""
+        return [name for name, has in (("lean", bool(self.template)), ("graph", self.graph_file is not None),
+                                       ("numpy", type(self).numpy_outputs is not Component.numpy_outputs)) if has]
+
+    # --- the Lean leg (templates/<template>.lean.j2) ------------------------------------------
+    def lean_case(self, case: Case) -> Case | None:
+        """The case the Lean templates evaluate (None: none); its outputs are compared with
+        `lean_slice` of the other legs' outputs."""
+        return case
+
+    def lean_slice(self, case: Case, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The part of another leg's outputs the Lean leg computes."""
+        return out
+
     def lean_context(self, case: Case) -> dict:
-        """Extra template variables (besides `T`, `off`, `s`, `key`, `case`)."""
-        return {}
+        """Extra template variables (besides `T`, `off`, `s`, `key`, `case`): `cfg`, the Lean
+        leg's configuration values as exact Lean `Float` literals."""
+        return {"cfg": {k: lean_float(float(v)) for k, v in self.lean_config().items() if isinstance(v, (int, float))}}
 
     def lean_output_shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
         raise NotImplementedError
@@ -98,18 +166,50 @@ class Component:
     def lean_postprocess(self, case: Case, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return out
 
-    def lowp_reference(self, case: Case, got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
-                       dtype: str) -> tuple[dict[str, np.ndarray], str]:
-        """The float64 reference a low-precision run is compared with, and a note (default: `ref`)."""
-        return ref, ""
+    # --- low precision ---------------------------------------------------------------------------
+    def lowp_checks(self, case: Case, dtype: torch.dtype, device: str) -> list[LowpCheck]:
+        raise NotImplementedError
 
-    # --- tolerances ---------------------------------------------------------------------------
+    # --- tolerances ------------------------------------------------------------------------------
     def error_model(self, sizes: dict[str, int]) -> ErrorModel:
         raise NotImplementedError
 
     def exact_outputs(self) -> tuple[str, ...]:
         """Outputs compared exactly (integers such as routes), not under a tolerance."""
         return ()
+
+
+@cache
+def own_config() -> dict:
+    return readings.own_reading(TINY_CONFIG)
+
+
+@cache
+def compiled(file: str, dtype: torch.dtype, device: str):
+    """A graph export compiled once per dtype and device."""
+    from pybridge.graph.compile import compile_graph
+    from pybridge.graph.load import load_graph
+
+    return compile_graph(load_graph(GRAPHS / file), dtype=dtype, device=device)
+
+
+def torch_config(**dims):
+    """pybridge's reading of the tiny configuration (the torch leg's reader), with the
+    component's dimensions replaced (`dims`: K3Config field -> value)."""
+    from pybridge.config import load_config
+
+    return dataclasses.replace(load_config(TINY_CONFIG), **dims)
+
+
+def rounded(case: Case, dtype: torch.dtype) -> Case:
+    """The case with every tensor rounded to `dtype` (stored as float64): the shared inputs and
+    weights of a low-precision check."""
+    return dataclasses.replace(case, tensors={k: round_to(v, dtype) for k, v in case.tensors.items()})
+
+
+def round_to(a: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """`a` rounded to `dtype` (round to nearest even), as float64."""
+    return torch.from_numpy(np.array(a, dtype=np.float64)).to(dtype).to(F64).numpy()
 
 
 def t64(a: np.ndarray) -> torch.Tensor:
@@ -121,15 +221,10 @@ def to_np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy().copy()
 
 
-def copy_weight(param: torch.Tensor, value: np.ndarray) -> None:
-    """Copy a float64 array into a float64 parameter (shapes must agree exactly)."""
-    if param.dtype != torch.float64:
-        raise ValueError("build the module in float64 before copying exact weights into it")
-    src = t64(value)
-    if tuple(src.shape) != tuple(param.shape):
-        raise ValueError(f"weight shape {tuple(src.shape)} does not fit parameter {tuple(param.shape)}")
-    with torch.no_grad():
-        param.copy_(src)
+def load_module(module: torch.nn.Module, hub: dict[str, torch.Tensor], dtype: torch.dtype, device: str) -> torch.nn.Module:
+    """`module` with the hub tensors loaded (float64 values), then moved to `dtype`/`device`."""
+    module.to(F64).load_state_dict(hub)
+    return module.to(device=device, dtype=dtype)
 
 
 def lean_float(x: float) -> str:

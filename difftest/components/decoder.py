@@ -1,22 +1,20 @@
 """The whole decoder token step (graph `decoder_step_tiny`; KimiK3ForCausalLM with a cache).
 
-The Lean export `fixtures/graphs/decoder_step_tiny.json` is one cached step of the tiny model
-(5 layers: KDA 1–3, MLA 4–5, layer 1 dense, MoE 2–5, AttnRes blocks of 3) after `PAST` tokens.
-Its inputs are the step token's embedding and the prefix states (KDA: the last three layer
-inputs and the heads' state; MLA: the latent and shared-key caches); its outputs are the logits,
-every updated state and every MoE layer's router scores. The MoE routes are *staged*: each
-layer's chosen experts are parameters (slot i holds expert `route[i]`), so a route computed
-outside the graph is fed in and checked afterwards against the top-k of the graph's own scores.
+A case is B rows of P prefix tokens and one step token, on a seeded tiny model
+(`fixtures/tiny/config.json`: KDA layers 1–3, MLA 4–5, layer 1 dense, MoE 2–5, AttnRes blocks
+of 3). Legs:
+* torch: the prefix in one batched prefill call, then one batched cached step;
+* numpy: difftest's own decoder (`numpy_ref.Decoder`) on the model's spec parameters
+  (`pybridge.adapter`), token by token;
+* graph: the Lean export of one step after exactly 3 prefix tokens, per row, fed the NumPy
+  prefix states (KDA: the last three layer inputs and the heads; MLA: the caches) and the NumPy
+  routes staged into its slots (the route is checked against the top-k of the graph's own
+  router scores).
 
-Mapping (graph `[in, out]` names <- pybridge hub `[out, in]` weights):
-* KDA layer (`layers.{l}.kda.`): see `kda_layer_params`; the Lean layer has no decay-logit bias,
-  so `dt_bias` is 0 in the torch model (`tiny_model`);
-* MLA layer (`layers.{l}.mla.`): see `mla_params`;
-* MoE (`layers.{l}.moe.`, `router.*`): see `moe_params`; dense MLP `layers.1.mlp.*`;
-* AttnRes queries: the hub's `res_norm.weight ⊙ res_proj.weight[0]` with unit RMSNorm gain.
-
-No Lean path: evaluating the step in the offline Lean interpreter is too slow; the graph (the
-Lean export compiled by `pybridge.graph`) is the independent reference.
+Low precision: every stage of the step (each layer's AttnRes reads, norms, mixer and channel
+mixer, the final read, norm and head) at the run's dtype on the NumPy reference's own inputs at
+that point, rounded; and, as information only (`info`), the whole rounded model from scratch
+against the float64 NumPy logits: KL divergence and top-1 agreement.
 """
 
 from __future__ import annotations
@@ -26,255 +24,33 @@ import dataclasses
 import numpy as np
 import torch
 
+from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import TINY_CONFIG, Component, ErrorModel, to_np
-from difftest.components.channel import LatentMoEComponent, compiled
+from difftest.components.base import F64, Component, ErrorModel, LowpCheck, compiled, round_to, t64, to_np, torch_config
+from difftest.components.channel import LatentMoEComponent
 from difftest.components.depth import AttnResComponent
 from difftest.components.sequence import KDALayerComponent, MLAComponent
+from pybridge import adapter
+from pybridge.attnres import retrieve
 from pybridge.checkpoint import random_model
-from pybridge.config import load_config
-from pybridge.kda import KimiDeltaAttention
-from pybridge.mla import GatedMLA
-from pybridge.model import K3Cache, KimiK3ForCausalLM
-from pybridge.moe import LatentMoE, select_top_k
+from pybridge.kda import KDAState
+from pybridge.layers import compute_dtype
+from pybridge.mla import MLACache
+from pybridge.model import KimiK3ForCausalLM
 
-F64 = torch.float64
-PAST = 3  # tokens before the step (the export's MLA cache length; the KDA window length)
 GRAPH_FILE = "decoder_step_tiny.json"
+GRAPH_PAST = 3  # the export's MLA cache length and KDA window length
 
 
 def tiny_model(seed: int, dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
-    """The seeded tiny model (fixtures/tiny/config.json) with KDA `dt_bias` = 0 (the Lean KDA
-    layer has no decay-logit bias)."""
-    model = random_model(load_config(TINY_CONFIG), seed=seed, dtype=dtype)
+    """The seeded tiny model with KDA `dt_bias` = 0 (the Lean KDA layer has no decay-logit bias
+    yet; stepgraph's item 5 adds it)."""
+    model = random_model(torch_config(), seed=seed, dtype=dtype)
     with torch.no_grad():
         for lay in model.model.layers:
             if not lay.is_mla:
                 lay.self_attn.dt_bias.zero_()
     return model
-
-
-def kda_layer_params(layer: KimiDeltaAttention) -> dict[str, torch.Tensor]:
-    """Graph parameters of a KDA layer step (`kda_layer_step_tiny`) from a pybridge KDA layer:
-      query_proj/key_proj/value_proj [D, H, n] <- {q,k,v}_proj.weight.T viewed [D, H, n]
-      {query,key,value}_conv.t [H, n]          <- {q,k,v}_conv1d.weight[:, 0, t] viewed [H, n]
-                                                   (t = 0 multiplies the oldest window row)
-      decay_down [D, R], decay_up [R, H, K]    <- f_a_proj.weight.T, f_b_proj.weight.T viewed
-      decay_log_scale [H]                      <- A_log
-      beta_proj [D, H], gate_weight [D, H, V]  <- b_proj.weight.T, g_proj.weight.T viewed
-      out_norm_scale [V], output_proj [H, V, D] <- o_norm.weight, o_proj.weight.T viewed"""
-    H, K, V = layer.H, layer.K, layer.V
-    D = layer.q_proj.in_features
-    out = {
-        "query_proj": layer.q_proj.weight.T.reshape(D, H, K),
-        "key_proj": layer.k_proj.weight.T.reshape(D, H, K),
-        "value_proj": layer.v_proj.weight.T.reshape(D, H, V),
-        "decay_down": layer.f_a_proj.weight.T,
-        "decay_up": layer.f_b_proj.weight.T.reshape(-1, H, K),
-        "decay_log_scale": layer.A_log,
-        "beta_proj": layer.b_proj.weight.T,
-        "gate_weight": layer.g_proj.weight.T.reshape(D, H, V),
-        "out_norm_scale": layer.o_norm.weight,
-        "output_proj": layer.o_proj.weight.T.reshape(H, V, D),
-    }
-    for name, conv, n in (("query", layer.q_conv1d, K), ("key", layer.k_conv1d, K), ("value", layer.v_conv1d, V)):
-        for t in range(conv.weight.shape[-1]):
-            out[f"{name}_conv.{t}"] = conv.weight[:, 0, t].reshape(H, n)
-    return out
-
-
-def mla_params(m: GatedMLA) -> dict[str, torch.Tensor]:
-    """Spec parameters of the MLA step graph from pybridge's hub-layout weights (also used by
-    tests/test_graph_sequence.py)."""
-    H, C, R, V, L = m.H, m.nope, m.rope, m.vdim, m.kv_rank
-    q_b = m.q_b_proj.weight.view(H, C + R, -1)
-    kv_b = m.kv_b_proj.weight.view(H, C + V, L)
-    kv_a = m.kv_a_proj_with_mqa.weight
-    return {
-        "query_down": m.q_a_proj.weight.T,
-        "query_norm_scale": m.q_a_layernorm.weight,
-        "kv_down": kv_a[:L].T,
-        "kv_norm_scale": m.kv_a_layernorm.weight,
-        "shared_key_down": kv_a[L:].T,
-        "query_content_up": q_b[:, :C].transpose(1, 2),
-        "query_shared_up": q_b[:, C:].transpose(1, 2),
-        "key_up": kv_b[:, :C].transpose(1, 2),
-        "value_up": kv_b[:, C:].transpose(1, 2),
-        "gate_weight": m.g_proj.weight.T.reshape(-1, H, V),
-        "output_weight": m.o_proj.weight.T.reshape(H, V, -1),
-    }
-
-
-def moe_params(moe: LatentMoE, route: list[int], shared: int) -> dict[str, torch.Tensor]:
-    """`MoEModel.model` parameters for a route. The hub's merged shared MLP (hidden
-    `shared * h`) is split into `shared` experts of hidden `h` (SiTU acts per hidden unit, so
-    the sum of the parts is the merged MLP); slot i holds router column and weights of expert
-    `route[i]`. Repeated names are keyed `name[k]` (pybridge.graph.load.binding_keys)."""
-    sm = moe.shared_experts
-    h = sm.gate_proj.weight.shape[0] // shared
-    out = {}
-    for j in range(shared):
-        rows = slice(j * h, (j + 1) * h)
-        out[f"shared.gate[{j}]"] = sm.gate_proj.weight[rows].T
-        out[f"shared.up[{j}]"] = sm.up_proj.weight[rows].T
-        out[f"shared.down[{j}]"] = sm.down_proj.weight[:, rows].T
-    out["downProject"] = moe.routed_expert_down_proj.weight.T
-    for i, e in enumerate(route):
-        out[f"slot.router[{i}]"] = moe.gate.weight[e]
-        out[f"slot.gate[{i}]"] = moe.experts[e].w1.weight.T
-        out[f"slot.up[{i}]"] = moe.experts[e].w3.weight.T
-        out[f"slot.down[{i}]"] = moe.experts[e].w2.weight.T
-    out["routedNormScale"] = moe.routed_expert_norm.weight
-    out["upProject"] = moe.routed_expert_up_proj.weight.T
-    return out
-
-
-def decoder_params(model: KimiK3ForCausalLM, routes: dict[int, list[int]]) -> dict[str, torch.Tensor]:
-    """Graph parameters of `decoder_step_tiny` (names `layers.{l}.…`, `l` 1-based) from a
-    pybridge model and the staged route of every MoE layer (keyed by 0-based layer index).
-    AttnRes queries are the hub's `res_norm.weight ⊙ res_proj.weight[0]` with unit RMSNorm
-    gain (`norm_gain` = 1)."""
-    cfg = model.config
-    ones = torch.ones(cfg.hidden_size, dtype=model.lm_head.weight.dtype)
-    out: dict[str, torch.Tensor] = {}
-    for i, lay in enumerate(model.model.layers):
-        p = f"layers.{i + 1}."
-        out[p + "seq_res.query"] = lay.self_attention_res_norm.weight * lay.self_attention_res_proj.weight[0]
-        out[p + "seq_res.norm_gain"] = ones
-        out[p + "seq_norm.scale"] = lay.input_layernorm.weight
-        out[p + "chan_res.query"] = lay.mlp_res_norm.weight * lay.mlp_res_proj.weight[0]
-        out[p + "chan_res.norm_gain"] = ones
-        out[p + "chan_norm.scale"] = lay.post_attention_layernorm.weight
-        mixer = mla_params(lay.self_attn) if lay.is_mla else kda_layer_params(lay.self_attn)
-        out.update({p + ("mla." if lay.is_mla else "kda.") + k: v for k, v in mixer.items()})
-        if hasattr(lay, "block_sparse_moe"):
-            moe = lay.block_sparse_moe
-            out.update({p + "moe." + k: v for k, v in moe_params(moe, routes[i], cfg.num_shared_experts).items()})
-            out[p + "router.weight"] = moe.gate.weight.T
-            out[p + "router.bias"] = moe.gate.e_score_correction_bias
-        else:
-            out[p + "mlp.gateWeight"] = lay.mlp.gate_proj.weight.T
-            out[p + "mlp.upWeight"] = lay.mlp.up_proj.weight.T
-            out[p + "mlp.downWeight"] = lay.mlp.down_proj.weight.T
-    m = model.model
-    out["final_res.query"] = m.output_attn_res_norm.weight * m.output_attn_res_proj.weight[0]
-    out["final_res.norm_gain"] = ones
-    out["final_norm.scale"] = m.norm.weight
-    out["lm_head.weight"] = model.lm_head.weight.T
-    return out
-
-
-class Recorder:
-    """Forward hooks: every KDA/MLA layer's input rows and every MoE gate's input rows and
-    chosen experts, per call (0-based layer index)."""
-
-    def __init__(self, model: KimiK3ForCausalLM) -> None:
-        self.seq_in: dict[int, list[torch.Tensor]] = {}
-        self.gate_in: dict[int, torch.Tensor] = {}
-        self.route: dict[int, list[int]] = {}
-        self.handles = []
-        for i, lay in enumerate(model.model.layers):
-            self.handles.append(lay.self_attn.register_forward_hook(self._seq(i)))
-            if hasattr(lay, "block_sparse_moe"):
-                self.handles.append(lay.block_sparse_moe.gate.register_forward_hook(self._gate(i)))
-
-    def _seq(self, i: int):
-        def hook(module, args, output) -> None:
-            self.seq_in.setdefault(i, []).extend(args[0][0])  # [T, D] rows of batch 0
-
-        return hook
-
-    def _gate(self, i: int):
-        def hook(module, args, output) -> None:
-            self.gate_in[i] = args[0][-1]  # the last token's row
-            self.route[i] = output[0][-1].tolist()
-
-        return hook
-
-    def close(self) -> None:
-        for h in self.handles:
-            h.remove()
-
-
-def cast_cache(cache: K3Cache, dtype: torch.dtype, device: str) -> K3Cache:
-    """`cache` with every state tensor converted to `dtype` on `device`."""
-    def cast(st):
-        return dataclasses.replace(st, **{f.name: getattr(st, f.name).to(device=device, dtype=dtype)
-                                          for f in dataclasses.fields(st)})
-
-    return K3Cache([cast(st) for st in cache.layers], cache.length)
-
-
-def cached_step(model: KimiK3ForCausalLM, ids: list[int], prefix_model: KimiK3ForCausalLM | None = None) -> dict:
-    """The prefix `ids[:-1]` in one call, then one cached step on `ids[-1]`, recorded:
-    `logits` [vocab] of the step, `prefix` (cache after the prefix), `cache` (after the step),
-    `prefix_rows` (each mixer's prefix input rows) and `rec` (the step's Recorder, its `seq_in`
-    holding the prefix rows too). With `prefix_model` (same weights, e.g. float64) the prefix
-    runs on it and its cache is cast to `model`'s dtype and device: the step alone is `model`'s."""
-    pm = model if prefix_model is None else prefix_model
-    weight = model.lm_head.weight
-    ids_bt = torch.tensor([list(ids)], device=pm.lm_head.weight.device)
-    rec = Recorder(pm)
-    try:
-        with torch.no_grad():
-            _, prefix = pm(ids_bt[:, :-1])
-    finally:
-        rec.close()
-    prefix_rows = {i: list(rows) for i, rows in rec.seq_in.items()}
-    rec = Recorder(model)
-    try:
-        with torch.no_grad():
-            logits_btv, cache = model(ids_bt[:, -1:].to(weight.device), cast_cache(prefix, weight.dtype, weight.device))
-    finally:
-        rec.close()
-    rec.seq_in = {i: [r.to(weight) for r in prefix_rows[i]] + rows for i, rows in rec.seq_in.items()}
-    return {"logits": logits_btv[0, -1], "prefix": prefix, "cache": cache, "prefix_rows": prefix_rows, "rec": rec}
-
-
-def step_inputs(model: KimiK3ForCausalLM, token: int, run: dict) -> dict[str, torch.Tensor]:
-    """Graph inputs of `decoder_step_tiny`: the token's embedding, the constants and the prefix
-    states of `run` (a `cached_step` result; KDA windows are the last three layer inputs, oldest
-    first)."""
-    cfg = model.config
-    dt = model.lm_head.weight.dtype
-    inputs = {
-        "embedding": model.model.embed_tokens.weight[token],
-        "gate_cap": torch.tensor(cfg.situ_gate_cap, dtype=dt),
-        "up_cap": torch.tensor(cfg.situ_up_cap, dtype=dt),
-        "score_scale": torch.tensor(cfg.mla_score_scale, dtype=dt),
-    }
-    for i, (lay, st) in enumerate(zip(model.model.layers, run["prefix"].layers)):
-        p = f"layers.{i + 1}."
-        if lay.is_mla:
-            inputs[p + "latent_cache"] = st.latent[0]
-            inputs[p + "shared_key_cache"] = st.shared_key[0]
-        else:
-            rows = run["prefix_rows"][i]
-            for r in range(3):
-                inputs[p + f"window.{r}"] = rows[len(rows) - 3 + r]
-            inputs[p + "heads"] = st.recurrent[0]
-    return inputs
-
-
-def run_decoder_step(seed: int = 3, routes: dict[int, list[int]] | None = None,
-                     ids: tuple[int, ...] = (5, 17, 42, 99), dtype: torch.dtype = F64, device: str = "cpu") -> dict:
-    """A seeded tiny model (float64), `PAST` prefix tokens, then one cached step; the graph
-    (compiled at `dtype` on `device`) evaluated on the model's weights, the prefix states and the
-    routes staged from the model's own routing of the step token (or `routes` when given).
-    Returns the `cached_step` record plus `model` and `got` (the graph's outputs)."""
-    if len(ids) != PAST + 1:
-        raise ValueError(f"decoder_step_tiny steps after {PAST} tokens: give {PAST + 1} token ids, got {len(ids)}")
-    model = tiny_model(seed)
-    run = cached_step(model, list(ids))
-    cg = compiled(GRAPH_FILE, dtype, device)
-    with torch.no_grad():
-        got = cg(decoder_params(model, run["rec"].route if routes is None else routes), step_inputs(model, ids[-1], run))
-    return {**run, "model": model, "got": got}
-
-
-def without_staged(out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`out` without the `staged_route` bookkeeping entries."""
-    return {k: v for k, v in out.items() if not k.endswith("staged_route")}
 
 
 def layer_tag(i: int) -> str:
@@ -284,128 +60,274 @@ def layer_tag(i: int) -> str:
 
 class DecoderStepComponent(Component):
     name = "decoder_step"
-    summary = "one cached token step of the whole tiny decoder (graph decoder_step_tiny; KimiK3ForCausalLM)"
-    template = ""  # no Lean path: the step's Lean evaluation is too slow offline
-    kinds = ("random",)
-    default_sizes = {"P": PAST}
+    summary = "one cached token step of the whole tiny decoder, B rows (graph decoder_step_tiny; KimiK3ForCausalLM)"
+    template = ""  # no Lean path yet: the step's Lean evaluation is too slow offline
+    kinds = {
+        "random": "a seeded model, B rows of different token ids",
+        "long": "40 prefix tokens (no graph: it is exported for 3)",
+    }
+    default_sizes = {"B": 2, "P": GRAPH_PAST}
     graph_file = GRAPH_FILE
 
+    def sizes_for_kind(self, kind, thorough=False):
+        s = dict(self.default_sizes)
+        if kind == "long":
+            s["P"] = 40
+        if thorough:
+            s["B"] = 4
+        return s
+
+    def shrink_sizes(self, sizes):
+        return [{**sizes, "B": 1}] if sizes["B"] > 1 else []
+
+    def graph_fits(self, case):
+        return case.sizes["P"] == GRAPH_PAST
+
     def sample(self, rng, kind, sizes):
-        if sizes["P"] != PAST:
-            raise ValueError(f"decoder_step_tiny is exported for {PAST} prefix tokens, not {sizes['P']}")
-        vocab = load_config(TINY_CONFIG).vocab_size
+        vocab = torch_config().vocab_size
         # ids below vocab/2: the shrinker's value simplification (powers of two) stays below vocab
         return {"model_seed": np.array(float(rng.integers(0, 2**20))),
-                "ids": rng.integers(0, vocab // 2, PAST + 1).astype(np.float64)}
+                "ids": rng.integers(0, vocab // 2, (sizes["B"], sizes["P"] + 1)).astype(np.float64)}
 
     @staticmethod
-    def seed_and_ids(case: Case) -> tuple[int, tuple[int, ...]]:
-        return int(case.tensors["model_seed"]), tuple(int(i) for i in case.tensors["ids"])
+    def seed_and_ids(case: Case) -> tuple[int, np.ndarray]:
+        return int(case.tensors["model_seed"]), case.tensors["ids"].astype(np.int64)
 
+    # --- torch -----------------------------------------------------------------------------------
     def torch_outputs(self, case, dtype, device):
         seed, ids = self.seed_and_ids(case)
         model = tiny_model(seed).to(device=device, dtype=dtype)
-        # float64: the whole path (prefill, then the step); lower precisions: the step alone, from
-        # the float64 prefix states the graph is given (a prefix token routed differently at a
-        # near tie would otherwise change the states the step starts from)
-        run = cached_step(model, list(ids), None if dtype == F64 else tiny_model(seed).to(device))
-        rec, out = run["rec"], {"logits": to_np(run["logits"])}
-        for i, (lay, st) in enumerate(zip(model.model.layers, run["cache"].layers)):
+        ids_bt = torch.tensor(ids, device=device)
+        gates: dict[int, torch.Tensor] = {}
+        handles = [lay.block_sparse_moe.gate.register_forward_hook(
+            lambda mod, args, out, i=i: gates.__setitem__(i, args[0])) for i, lay in enumerate(model.model.layers)
+            if hasattr(lay, "block_sparse_moe")]
+        try:
+            with torch.no_grad():
+                _, cache = model(ids_bt[:, :-1])
+                logits_btv, cache = model(ids_bt[:, -1:], cache)
+        finally:
+            for h in handles:
+                h.remove()
+        out = {"logits": to_np(logits_btv[:, -1])}
+        for i, (lay, st) in enumerate(zip(model.model.layers, cache.layers)):
             p = layer_tag(i)
             if lay.is_mla:
-                out[p + "latent_cache"], out[p + "shared_key_cache"] = to_np(st.latent[0]), to_np(st.shared_key[0])
+                out[p + "latent_cache"], out[p + "shared_key_cache"] = to_np(st.latent), to_np(st.shared_key)
             else:
-                out[p + "heads"] = to_np(st.recurrent[0])
-                out[p + "window"] = to_np(torch.stack(rec.seq_in[i][-3:]))
-                for name in ("q", "k", "v"):
-                    out[p + f"conv_{name}"] = to_np(getattr(st, f"conv_{name}")[0])
-            if i in rec.route:
+                out[p + "heads"] = to_np(st.recurrent)
+            if i in gates:
                 gate = lay.block_sparse_moe.gate
+                x = gates[i].to(compute_dtype(dtype))
                 with torch.no_grad():
-                    scores_e = torch.sigmoid(rec.gate_in[i] @ gate.weight.T) + gate.e_score_correction_bias
-                out[p + "router_scores"] = to_np(scores_e)
-                out[p + "route"] = np.array(sorted(rec.route[i]), dtype=np.float64)
+                    scores = torch.sigmoid(x @ gate.weight.to(x.dtype).T) + gate.e_score_correction_bias.to(x.dtype)
+                    route, _ = gate(x)
+                out[p + "router_scores"] = to_np(scores)
+                out[p + "route"] = np.sort(route.cpu().numpy(), -1).astype(np.float64)
         return {"torch": out}
 
-    def graph_outputs(self, case, dtype, device, routes: dict[int, list[int]] | None = None):
-        """The step graph on the float64 prefix states and staged routes (the float64 torch
-        model's own, or `routes`); `L{l}.route` is the top-k of the graph's own router scores,
-        ascending (compared exactly with the torch route's experts: a staged route that is not
-        the graph's top-k fails; the slot order only changes the summation order); `L{l}.staged_route` is the route
-        fed in (bookkeeping for `lowp_reference`, not compared). KDA conv caches are the float64 projections of the graph's window rows."""
+    # --- numpy -----------------------------------------------------------------------------------
+    def decoder(self, model: KimiK3ForCausalLM) -> ref.Decoder:
+        """difftest's decoder on the model's spec parameters; its layer schedule and
+        configuration values from difftest's own reader."""
+        cfg, own = model.config, self.own_config()
+        spec = {k: to_np(v) for k, v in adapter.hub_to_spec(cfg, model.state_dict()).items()}
+        layers = range(1, cfg.num_hidden_layers + 1)
+        return ref.Decoder(spec, own, tuple(n in own["mla_layers"] for n in layers), tuple(n in own["moe_layers"] for n in layers),
+                           cfg.num_shared_experts, cfg.num_experts, cfg.kda_conv_size)
+
+    def numpy_rows(self, case: Case, model: KimiK3ForCausalLM | None = None) -> list[tuple[ref.Decoder, np.ndarray, list]]:
+        """Per row: the decoder after the step, its logits, and the states after the prefix."""
         seed, ids = self.seed_and_ids(case)
-        r = run_decoder_step(seed, routes, ids, dtype, device)
-        model, got, out = r["model"], r["got"], {"logits": to_np(r["got"]["logits"])}
-        for i, lay in enumerate(model.model.layers):
-            p, g = layer_tag(i), f"layers.{i + 1}."
-            if lay.is_mla:
-                out[p + "latent_cache"] = to_np(got[g + "latent_cache_next"])
-                out[p + "shared_key_cache"] = to_np(got[g + "shared_key_cache_next"])
-            else:
-                out[p + "heads"] = to_np(got[g + "heads_next"])
-                rows_wd = torch.stack([got[g + f"window_next.{k}"].to("cpu", F64) for k in range(3)])
-                out[p + "window"] = to_np(rows_wd)
-                with torch.no_grad():
-                    for name in ("q", "k", "v"):
-                        out[p + f"conv_{name}"] = to_np(getattr(lay.self_attn, f"{name}_proj")(rows_wd))
-            if hasattr(lay, "block_sparse_moe"):
-                scores_e = got[g + "router_scores"]
-                out[p + "router_scores"] = to_np(scores_e)
-                top_k = select_top_k(scores_e[None], lay.block_sparse_moe.gate.top_k)[0]
-                out[p + "route"] = np.array(sorted(top_k.tolist()), dtype=np.float64)
-                out[p + "staged_route"] = np.array(r["rec"].route[i] if routes is None else routes[i], dtype=np.float64)
-        return out
+        model = tiny_model(seed) if model is None else model
+        rows = []
+        for row in ids:
+            dec = self.decoder(model)
+            for tok in row[:-1]:
+                dec.step(int(tok))
+            prefix = list(dec.states)
+            rows.append((dec, dec.step(int(row[-1])), prefix))
+        return rows
+
+    def numpy_outputs(self, case):
+        out: dict[str, list] = {}
+        for dec, logits, _ in self.numpy_rows(case):
+            out.setdefault("logits", []).append(logits)
+            for i, st in enumerate(dec.states):
+                p = layer_tag(i)
+                if dec.mla[i]:
+                    out.setdefault(p + "latent_cache", []).append(st.latent)
+                    out.setdefault(p + "shared_key_cache", []).append(st.shared)
+                else:
+                    out.setdefault(p + "heads", []).append(st.heads)
+                rec = dec.record[i + 1]
+                if rec["route"] is not None:
+                    out.setdefault(p + "router_scores", []).append(rec["scores"])
+                    out.setdefault(p + "route", []).append(np.array(sorted(rec["route"]), np.float64))
+        return {k: np.stack(v) for k, v in out.items()}
+
+    # --- graph -----------------------------------------------------------------------------------
+    def graph_outputs(self, case, device, routes: list[dict[int, list[int]]] | None = None):
+        """The step graph per row on the NumPy prefix states, staged with the NumPy routes (or
+        `routes`, per row: 0-based layer -> experts); `L{l}.route` is the top-k of the graph's
+        own router scores."""
+        seed, ids = self.seed_and_ids(case)
+        model = tiny_model(seed)
+        cfg, own = model.config, self.own_config()
+        spec = adapter.hub_to_spec(cfg, model.state_dict())
+        cg = compiled(GRAPH_FILE, F64, device)
+        out: dict[str, list] = {}
+        for b, ((dec, _, prefix), row) in enumerate(zip(self.numpy_rows(case, model), ids)):
+            staged_routes = {i: dec.record[i + 1]["route"] for i in range(cfg.num_hidden_layers) if dec.record[i + 1]["route"]}
+            staged_routes = staged_routes if routes is None else routes[b]
+            staged = dict(spec)
+            for i, route in staged_routes.items():
+                staged.update(adapter.stage_route(spec, route, f"layers.{i + 1}."))
+            inputs = {"embedding": spec["token_embedding"][int(row[-1])], "gate_cap": t64(np.array(own["gate_cap"])),
+                      "up_cap": t64(np.array(own["up_cap"])), "score_scale": t64(np.array(own["score_scale"]))}
+            for i, st in enumerate(prefix):
+                g = f"layers.{i + 1}."
+                if dec.mla[i]:
+                    inputs[g + "latent_cache"], inputs[g + "shared_key_cache"] = t64(st.latent), t64(st.shared)
+                else:
+                    inputs.update({g + f"window.{r}": t64(x) for r, x in enumerate(st.rows)})
+                    inputs[g + "heads"] = t64(st.heads)
+            with torch.no_grad():
+                got = cg(adapter.graph_params(cg.graph, staged), inputs)
+            out.setdefault("logits", []).append(to_np(got["logits"]))
+            for i in range(cfg.num_hidden_layers):
+                p, g = layer_tag(i), f"layers.{i + 1}."
+                if dec.mla[i]:
+                    out.setdefault(p + "latent_cache", []).append(to_np(got[g + "latent_cache_next"]))
+                    out.setdefault(p + "shared_key_cache", []).append(to_np(got[g + "shared_key_cache_next"]))
+                else:
+                    out.setdefault(p + "heads", []).append(to_np(got[g + "heads_next"]))
+                if i in staged_routes:
+                    scores = to_np(got[g + "router_scores"])
+                    out.setdefault(p + "router_scores", []).append(scores)
+                    out.setdefault(p + "route", []).append(np.array(sorted(ref.top_k(scores, own["top_k"])), np.float64))
+        return {k: np.stack(v) for k, v in out.items()}
 
     def exact_outputs(self):
-        cfg = load_config(TINY_CONFIG)
-        return tuple(f"{layer_tag(i)}route" for i in range(cfg.first_k_dense_replace, cfg.num_hidden_layers))
+        cfg = torch_config()
+        return tuple(f"{layer_tag(i)}route" for i in range(cfg.num_hidden_layers) if cfg.is_moe(i))
 
-    def lowp_reference(self, case, got, ref, dtype):
-        """The float64 graph. A low-precision run may route differently at a near tie. Its route
-        is the top-k of its own scores; if those are within δ (max abs) of the float64 scores on
-        the same routes, every expert it chose has a float64 score at most 2δ below every expert
-        it left out. Where that holds in every differing layer, the reference is the float64
-        graph staged with the low-precision routes (the scores themselves are compared under the
-        tolerance); otherwise the route comparison fails."""
-        graph = self.graph_outputs(case, F64, "cpu")
-        routes = {name: got[name] for name in self.exact_outputs() if name in got}
-        differ = [name for name, r in routes.items() if not np.array_equal(r, graph[name])]
-        if not differ:
-            return without_staged(graph), "reference = float64 graph"
-        # the routes the run computed with: its own (torch), or the float64 ones fed in (graph)
-        staged = {int(name[1:].split(".")[0]) - 1: [int(e) for e in got.get(name.replace("route", "staged_route"), r)]
-                  for name, r in routes.items()}
-        near = self.graph_outputs(case, F64, "cpu", routes=staged)
-        gaps = []
-        for name in differ:
-            want, run = near[name.replace("route", "router_scores")], got[name.replace("route", "router_scores")]
-            chosen = [int(e) for e in routes[name]]
-            left = [e for e in range(len(want)) if e not in chosen]
-            gap, delta = float(max(want[left]) - min(want[chosen])), float(np.abs(run - want).max())
-            if gap > 2 * delta:
-                return without_staged(graph), "reference = float64 graph"
-            gaps.append(f"{name} gap {gap:.1e} <= 2 x {delta:.1e}")
-        near.update(routes)  # accepted near ties
-        return without_staged(near), f"near tie ({'; '.join(gaps)}): reference = float64 graph on the {dtype} run's routes"
+    # --- low precision -----------------------------------------------------------------------------
+    def lowp_checks(self, case, dtype, device):
+        """Every stage of the step on the NumPy reference's own inputs at that point, rounded to
+        the storage dtype, against the NumPy stage on the same (the model's weights rounded)."""
+        seed, _ = self.seed_and_ids(case)
+        model = tiny_model(seed).to(device=device, dtype=dtype)
+        rounded64 = tiny_model(seed)
+        rounded64.load_state_dict({k: v.to(F64) for k, v in model.state_dict().items()})
+        from difftest.compare import tolerance
+
+        cd, sz = compute_dtype(dtype), case.sizes
+        moe_comp = LatentMoEComponent()
+        score_tol = tolerance(moe_comp.score_model({"d": model.config.hidden_size}), str(dtype).removeprefix("torch."))
+        dense = ErrorModel(stores=14, accum=model.config.hidden_size + model.config.intermediate_size, amp=2.0)
+        cfg = model.config
+        attn, kda_m, mla_m, moe_m = (AttnResComponent().retrieval_model(
+                                         {"D": cfg.hidden_size, "L": cfg.num_hidden_layers, "B": cfg.attn_res_block_size}),
+                                     KDALayerComponent().error_model({**KDALayerComponent.default_sizes, "P": 0, "T": 1}),
+                                     MLAComponent().error_model({**MLAComponent.default_sizes, "P": 0, "T": sz["P"] + 1}),
+                                     moe_comp.error_model(moe_comp.default_sizes))
+        norm = ErrorModel(stores=6, accum=cfg.hidden_size, amp=2.0)  # RMSNorm: mean of squares, sqrt, div, gain
+        got: dict[str, list] = {}
+        want: dict[str, list] = {}
+        models: dict[str, ErrorModel] = {}
+
+        def add(name: str, g: np.ndarray, w: np.ndarray, m: ErrorModel) -> None:
+            got.setdefault(name, []).append(g)
+            want.setdefault(name, []).append(w)
+            models[name] = m
+
+        def dev(a: np.ndarray) -> torch.Tensor:
+            return t64(round_to(a, dtype)).to(device=device, dtype=dtype)
+
+        eps, notes = model.config.rms_norm_eps, []
+        for dec, _, prefix in self.numpy_rows(case, rounded64):
+            for i, lay in enumerate(model.model.layers):
+                rec, p, pw = dec.record[i + 1], layer_tag(i), f"layers.{i + 1}."
+                with torch.no_grad():
+                    w_seq = lay.self_attention_res_norm.weight.to(cd) * lay.self_attention_res_proj.weight[0].to(cd)
+                    srcs = [round_to(s, dtype) for s in rec["seq_sources"]]
+                    add(p + "seq_read", to_np(retrieve([dev(s) for s in srcs], w_seq, eps)), dec.read(pw + "seq_res", srcs), attn)
+                    x = round_to(rec["seq_read"], dtype)
+                    add(p + "seq_in", to_np(lay.input_layernorm(dev(x))),
+                        ref.rms_norm(x, dec.cfg["rms_eps"], dec.p[pw + "seq_norm.scale"]), norm)
+                    x, st = round_to(rec["seq_in"], dtype), prefix[i]
+                    st = dataclasses.replace(st, **({"latent": round_to(st.latent, dtype), "shared": round_to(st.shared, dtype)}
+                                                    if dec.mla[i] else
+                                                    {"windows": tuple(round_to(w, dtype) for w in st.windows),
+                                                     "heads": round_to(st.heads, cd)}))
+                    w_out, _ = dec.mixer(i, x, st)
+                    if dec.mla[i]:
+                        y, _ = lay.self_attn(dev(x)[None, None], MLACache(dev(st.latent)[None], dev(st.shared)[None]))
+                    else:
+                        win = [dev(w.reshape(w.shape[0], -1))[None] for w in st.windows]
+                        y, _ = lay.self_attn(dev(x)[None, None], KDAState(*win, t64(st.heads).to(device=device, dtype=cd)[None]))
+                    add(p + "seq_out", to_np(y[0, 0]), w_out, mla_m if dec.mla[i] else kda_m)
+                    w_chan = lay.mlp_res_norm.weight.to(cd) * lay.mlp_res_proj.weight[0].to(cd)
+                    srcs = [round_to(s, dtype) for s in rec["chan_sources"]]
+                    add(p + "chan_read", to_np(retrieve([dev(s) for s in srcs], w_chan, eps)), dec.read(pw + "chan_res", srcs), attn)
+                    x = round_to(rec["chan_read"], dtype)
+                    add(p + "chan_in", to_np(lay.post_attention_layernorm(dev(x))),
+                        ref.rms_norm(x, dec.cfg["rms_eps"], dec.p[pw + "chan_norm.scale"]), norm)
+                    x = round_to(rec["chan_in"], dtype)
+                    y = to_np(lay.channel(dev(x)[None, None])[0, 0])
+                    route = None
+                    if rec["route"] is not None:
+                        chosen, _ = lay.block_sparse_moe.gate(dev(x)[None])
+                        chosen = sorted(int(e) for e in chosen[0])
+                        _, w_route, adjusted = dec.channel(i, x)
+                        left = [e for e in range(len(adjusted)) if e not in chosen]
+                        gap = float(max(adjusted[left]) - min(adjusted[chosen]))
+                        route = chosen if chosen != sorted(w_route) and gap <= score_tol * float(np.abs(adjusted).max()) else w_route
+                        if route is chosen:
+                            notes.append(f"{p}route near tie (gap {gap:.1e}): reference on the run's route")
+                        add(p + "route", np.array(chosen, np.float64), np.array(sorted(route), np.float64), moe_m)
+                    add(p + "chan_out", y, dec.channel(i, x, route)[0], moe_m if rec["route"] is not None else dense)
+            with torch.no_grad():
+                m = model.model
+                w_fin = m.output_attn_res_norm.weight.to(cd) * m.output_attn_res_proj.weight[0].to(cd)
+                srcs = [round_to(s, dtype) for s in dec.record["final_sources"]]
+                add("final_read", to_np(retrieve([dev(s) for s in srcs], w_fin, eps)), dec.read("final_res", srcs), attn)
+                x = round_to(dec.record["final_read"], dtype)
+                add("final_in", to_np(m.norm(dev(x))), ref.rms_norm(x, dec.cfg["rms_eps"], dec.p["final_norm.scale"]), norm)
+                x = round_to(dec.record["final_in"], dtype)
+                add("logits", to_np(model.lm_head(dev(x))), x @ dec.p["lm_head.weight"],
+                    ErrorModel(stores=3, accum=cfg.hidden_size, amp=1.0))  # a dot of length D
+        exact = set(self.exact_outputs())
+        return [LowpCheck("torch stage", "numpy", k, np.stack(got[k]), np.stack(want[k]), models[k], exact=k in exact,
+                          note="; ".join(notes)) for k in got]
+
+    def info(self, case: Case, dtype: torch.dtype, device: str) -> dict[str, float]:
+        """Whole-model figures (information, not pass/fail): the model rounded to `dtype` run from
+        scratch (prefill and step) against the float64 NumPy logits of the same step: mean
+        KL(p64 ‖ p_dtype) over the rows, and the fraction of rows whose top-1 token agrees."""
+        want = self.numpy_outputs(case)["logits"]
+        got = self.torch_outputs(case, dtype, device)["torch"]["logits"]
+        lp, lq = (x - x.max(-1, keepdims=True) for x in (want, got))
+        lp, lq = lp - np.log(np.exp(lp).sum(-1, keepdims=True)), lq - np.log(np.exp(lq).sum(-1, keepdims=True))
+        kl = float(np.mean(np.sum(np.exp(lp) * (lp - lq), -1)))
+        return {"logit_kl": kl, "top1_agreement": float(np.mean(want.argmax(-1) == got.argmax(-1)))}
 
     def error_model(self, sizes):
-        """The chain of the step: per layer the AttnRes read before the mixer, the mixer (KDA
-        layer with one token, or MLA over PAST + 1 tokens), the AttnRes read before the channel
-        mixer and the MoE (the dense MLP of layer 1 is shorter), then the final AttnRes read,
-        RMSNorm and the LM head (dot of length D). Stores and accumulation lengths add along the
-        chain; the amplification is that of one stage (4): every stage reads the residual stream
-        through an RMSNorm'd, softmax-weighted convex mix (AttnRes), so a relative error in the
-        stream is carried, not multiplied, into the next stage's output."""
-        cfg = load_config(TINY_CONFIG)
+        """The chain of the step (float64): per layer the AttnRes read before the mixer, the
+        mixer (KDA layer with one token, or MLA over P + 1 tokens), the AttnRes read before the
+        channel mixer and the MoE, then the final read, RMSNorm and the LM head (dot of length
+        D). Stores and accumulation lengths add along the chain; the amplification is that of one
+        stage (4): every stage reads the residual stream through an RMSNorm'd, softmax-weighted
+        convex mix (AttnRes), so a relative error in the stream is carried, not multiplied."""
+        cfg = torch_config()
         D = cfg.hidden_size
         attn = AttnResComponent().error_model({"D": D, "L": cfg.num_hidden_layers, "B": cfg.attn_res_block_size})
-        kda_ = KDALayerComponent().error_model({**KDALayerComponent.default_sizes, "T": 1})
-        mla_ = MLAComponent().error_model({**MLAComponent.default_sizes, "T": sizes["P"] + 1})
+        kda_ = KDALayerComponent().error_model({**KDALayerComponent.default_sizes, "P": 0, "T": 1})
+        mla_ = MLAComponent().error_model({**MLAComponent.default_sizes, "P": 0, "T": sizes["P"] + 1})
         moe_ = LatentMoEComponent().error_model(LatentMoEComponent.default_sizes)
-        stages = [attn]  # the final read
+        stages = [attn]
         for i in range(cfg.num_hidden_layers):
             stages += [attn, mla_ if cfg.is_mla(i) else kda_, attn, moe_]
-        norm_head = ErrorModel(stores=6, accum=2 * D, amp=2.0)  # final RMSNorm and the LM head
-        return ErrorModel(stores=sum(s.stores for s in stages) + norm_head.stores,
-                          accum=sum(s.accum for s in stages) + norm_head.accum,
+        return ErrorModel(stores=sum(s.stores for s in stages) + 6, accum=sum(s.accum for s in stages) + 2 * D,
                           amp=max(s.amp for s in stages))

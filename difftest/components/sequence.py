@@ -1,4 +1,17 @@
-"""Sequence mixers: the KDA recurrence, the KDA layer and Gated MLA (k3-spec §2.2–2.3)."""
+"""Sequence mixers: the KDA recurrence, the KDA layer and Gated MLA (k3-spec §2.2–2.3).
+
+Every case is a batch of B rows with different sequences: P prefix tokens, then T more. The
+torch legs run the P + T tokens in one prefill call (`torch`), as the prefix call followed by
+calls split at several boundaries (`torch_split`: one shorter than the conv width, one crossing a
+KDA chunk boundary without being a multiple of the chunk, `inputs.pieces`), and one token at a
+time (`torch_decode` / `torch_recurrent`). The NumPy and graph legs run token by token.
+
+Low precision (`lowp_checks`), on the case rounded to the run's dtype: (a) the prefill of all
+tokens from the zero state, (b) the prefill of the T tokens from the NumPy state after the
+prefix, (c) single decode steps from the NumPy state at sampled positions, each state rounded
+to its storage dtype (KDA windows and MLA caches: the run's dtype; the KDA recurrent state: the
+compute dtype), against the NumPy reference on the same rounded inputs and states.
+"""
 
 from __future__ import annotations
 
@@ -7,80 +20,153 @@ import dataclasses
 import numpy as np
 import torch
 
+from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import TINY_CONFIG, Component, ErrorModel, copy_weight, t64, to_np
-from difftest.components.channel import compiled
-from difftest.inputs import gaussian, scale_for_kind
-from pybridge import kda, mla
-from pybridge.config import load_config
+from difftest.components.base import (F64, Component, ErrorModel, LowpCheck, compiled, load_module, round_to,
+                                      rounded, t64, to_np, torch_config)
+from difftest.inputs import gaussian, magnitude, pieces, unit_rows
+from pybridge import adapter, kda, mla
+from pybridge.layers import compute_dtype
+
+#: decode steps checked at low precision: every position up to this many, else this many spread out
+DECODE_POSITIONS = 16
 
 
-def unit_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    x = rng.standard_normal(shape)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+def decode_positions(n: int) -> list[int]:
+    return list(range(n)) if n <= DECODE_POSITIONS else sorted({int(round(x)) for x in np.linspace(0, n - 1, DECODE_POSITIONS)})
+
+
+def seq_sizes(default: dict[str, int], kind: str, long_T: int, thorough: bool) -> dict[str, int]:
+    """Sizes per kind: `long` has T = long_T, `short` one token and no prefix; `--thorough`
+    doubles B and lengthens the prefix."""
+    s = dict(default)
+    if kind == "long":
+        s["T"] = long_T
+    if kind == "short":
+        s.update(P=0, T=1)
+    if thorough:
+        s.update(B=2 * s["B"], P=s["P"] + 19 if s["P"] else 0)
+    return s
+
+
+def seq_shrinks(sizes: dict[str, int]) -> list[dict[str, int]]:
+    out = []
+    for b, p, t in ((1, 0, 1), (1, 0, 2), (1, 1, 2), (sizes["B"], 0, 2), (1, sizes["P"], 1), (1, sizes["P"], sizes["T"])):
+        cand = {**sizes, "B": min(b, sizes["B"]), "P": min(p, sizes["P"]), "T": min(t, sizes["T"])}
+        if cand != sizes and cand not in out:
+            out.append(cand)
+    return out
+
+
+def split_calls(sizes: dict[str, int], conv_width: int) -> list[tuple[int, int]]:
+    """(start, stop) token ranges of the `torch_split` calls: the prefix, then `pieces`."""
+    out, at = ([(0, sizes["P"])] if sizes["P"] else []), sizes["P"]
+    for n in pieces(sizes["T"], conv_width):
+        out.append((at, at + n))
+        at += n
+    return out
 
 
 class KDARecurrenceComponent(Component):
     name = "kda_recurrence"
-    summary = "KDA heads over a sequence from a state (Lean KDA.runF; kda_chunked, kda_recurrent)"
+    summary = "KDA heads over B sequences from given states (Lean KDA.runF; kda_chunked, kda_recurrent)"
     template = "kda_recurrence"
     lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec)
-    kinds = ("random", "long", "tiny")
-    default_sizes = {"H": 2, "K": 5, "V": 7, "T": 6}
+    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
+    kinds = {
+        "random": "retention uniform in (e^-5, 1), unit keys, B rows from different states",
+        "long": "2,048 tokens: 128 chunk boundaries, decay over a long horizon",
+        "decay": "retention at both ends: half the key channels near e^-5, half within 1e-3 of 1",
+        "small": "values and states ×1e-3",
+        "large": "values and states ×1e3",
+        "short": "one token, no prefix",
+    }
+    default_sizes = {"B": 2, "H": 2, "K": 5, "V": 7, "P": 5, "T": 20}
     graph_file = "kda_packed_step_tiny.json"
-    unsupported = {("torch", "bfloat16", "cpu"): "kda_chunked's triangular solve has no bfloat16 CPU kernel in torch"}
 
-    def sizes_for_kind(self, kind):
-        return {**self.default_sizes, "T": 40} if kind == "long" else dict(self.default_sizes)
+    def sizes_for_kind(self, kind, thorough=False):
+        return seq_sizes(self.default_sizes, kind, 2048, thorough)
 
     def shrink_sizes(self, sizes):
-        return [{**sizes, "T": t} for t in (1, 2, 4) if t < sizes["T"]]
+        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
-        return {k: v for k, v in case.sizes.items() if k != "T"} == {k: v for k, v in self.default_sizes.items() if k != "T"}
+        return all(case.sizes[k] == self.default_sizes[k] for k in "HKV")
 
     def sample(self, rng, kind, sizes):
-        H, K, V, T = sizes["H"], sizes["K"], sizes["V"], sizes["T"]
-        floor = np.exp(-5.0)
-        if kind == "long":
-            # half the key channels near the floor e^-5, half near 1 (slow decay over 40 tokens)
-            near_one = 1.0 - 0.02 * rng.random((T, H, K))
-            near_floor = floor * (1.0 + 0.1 * rng.random((T, H, K)))
+        B, H, K, V, n = sizes["B"], sizes["H"], sizes["K"], sizes["V"], sizes["P"] + sizes["T"]
+        floor, s = np.exp(-5.0), magnitude(kind)
+        if kind == "decay":
+            near_one = 1.0 - 1e-3 * rng.random((B, n, H, K))
+            near_floor = floor * (1.0 + 0.1 * rng.random((B, n, H, K)))
             retention = np.where(np.arange(K) % 2 == 0, near_one, near_floor)
         else:
-            retention = floor + (1.0 - floor) * rng.random((T, H, K))
-        key = unit_rows(rng, (T, H, K)) * (1e-7 if kind == "tiny" else 1.0)
-        return {
-            "state": gaussian(rng, (H, K, V), 1.0),
-            "q": unit_rows(rng, (T, H, K)),
-            "k": key,
-            "v": gaussian(rng, (T, H, V), 1.0),
-            "retention": retention,
-            "beta": rng.random((T, H)),
-        }
+            retention = floor + (1.0 - floor) * rng.random((B, n, H, K))
+        return {"state": gaussian(rng, (B, H, K, V), s), "q": unit_rows(rng, (B, n, H, K)), "k": unit_rows(rng, (B, n, H, K)),
+                "v": gaussian(rng, (B, n, H, V), s), "retention": retention, "beta": rng.random((B, n, H))}
 
-    def torch_outputs(self, case, dtype, device):
-        t = {k: t64(v).to(device=device, dtype=dtype) for k, v in case.tensors.items()}
-        args = (t["q"][None], t["k"][None], t["v"][None], t["retention"].log()[None], t["beta"][None], 1.0, t["state"][None])
+    def _kernel_args(self, t: dict, lo: int, hi: int, dtype, device) -> tuple:
+        x = {k: t64(t[k][:, lo:hi]).to(device=device, dtype=dtype) for k in ("q", "k", "v", "retention", "beta")}
+        # g = log(retention) in the compute dtype, as the layer computes its decay
+        return x["q"], x["k"], x["v"], x["retention"].to(compute_dtype(dtype)).log(), x["beta"]
+
+    def torch_outputs(self, case, dtype, device, state: np.ndarray | None = None, lo: int = 0):
+        """The kernels over tokens `lo`.. from `state` (default: the case's), in dtype."""
+        t, n = case.tensors, case.sizes["P"] + case.sizes["T"]
+        s0 = t64(t["state"] if state is None else state).to(device=device, dtype=compute_dtype(dtype))
         out = {}
         for impl, kernel in (("torch", kda.kda_chunked), ("torch_recurrent", kda.kda_recurrent)):
-            if not self.runs(impl, dtype, device):
-                continue
-            o, s = kernel(*args)
-            out[impl] = {"o": to_np(o[0]), "state": to_np(s[0])}
+            o, s = kernel(*self._kernel_args(t, lo, n, dtype, device), 1.0, s0)
+            out[impl] = {"o": to_np(o), "state": to_np(s)}
+        if lo == 0:
+            s, outs = s0, []
+            for a, b in split_calls(case.sizes, torch_config().kda_conv_size):
+                o, s = kda.kda_chunked(*self._kernel_args(t, a, b, dtype, device), 1.0, s)
+                outs.append(o)
+            out["torch_split"] = {"o": to_np(torch.cat(outs, 1)), "state": to_np(s)}
         return out
 
-    def graph_outputs(self, case, dtype, device):
-        cg = compiled(self.graph_file, dtype, device)
-        t = {k: t64(v) for k, v in case.tensors.items()}
-        state, outs = t["state"], []
-        for i in range(case.sizes["T"]):
-            r = cg({}, {"state": state, "key": t["k"][i], "value": t["v"][i], "retention": t["retention"][i],
-                        "beta": t["beta"][i], "query": t["q"][i]})
-            state = r["next_state"]
-            outs.append(r["output"])
-        return {"o": to_np(torch.stack(outs)), "state": to_np(state)}
+    def numpy_states(self, case: Case, state: np.ndarray | None = None, lo: int = 0,
+                     hi: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(outputs [B, hi − lo, H, V], the states before every token lo..hi and after the last)."""
+        t = case.tensors
+        S = np.array(t["state"] if state is None else state, dtype=np.float64)
+        n, outs, states = case.sizes["P"] + case.sizes["T"] if hi is None else hi, [], [S.copy()]
+        for i in range(lo, n):
+            o = np.empty((S.shape[0], S.shape[1], S.shape[3]))
+            for b in range(S.shape[0]):
+                for h in range(S.shape[1]):
+                    o[b, h], S[b, h] = ref.kda_head_step(S[b, h], t["q"][b, i, h], t["k"][b, i, h], t["v"][b, i, h],
+                                                         t["retention"][b, i, h], t["beta"][b, i, h])
+            outs.append(o)
+            states.append(S.copy())
+        return np.stack(outs, 1), states
+
+    def numpy_outputs(self, case):
+        o, states = self.numpy_states(case)
+        return {"o": o, "state": states[-1]}
+
+    def graph_outputs(self, case, device):
+        cg, t = compiled(self.graph_file, F64, device), case.tensors
+        n, outs, final = case.sizes["P"] + case.sizes["T"], [], []
+        for b in range(case.sizes["B"]):
+            state, rows = t64(t["state"][b]), []
+            for i in range(n):
+                r = cg({}, {"state": state, "key": t64(t["k"][b, i]), "value": t64(t["v"][b, i]),
+                            "retention": t64(t["retention"][b, i]), "beta": t64(t["beta"][b, i]), "query": t64(t["q"][b, i])})
+                state = r["next_state"]
+                rows.append(to_np(r["output"]))
+            outs.append(np.stack(rows))
+            final.append(to_np(state))
+        return {"o": np.stack(outs), "state": np.stack(final)}
+
+    def lean_case(self, case):
+        n = case.sizes["P"] + case.sizes["T"]
+        return dataclasses.replace(case, sizes={k: case.sizes[k] for k in "HKV"} | {"T": n},
+                                   tensors={k: v[0] for k, v in case.tensors.items()})
+
+    def lean_slice(self, case, out):
+        return {k: v[0] for k, v in out.items()}
 
     def lean_output_shapes(self, case):
         H, K, V, T = (case.sizes[k] for k in "HKVT")
@@ -91,188 +177,367 @@ class KDARecurrenceComponent(Component):
         return {"o": np.stack([out[f"o{h}"] for h in range(H)], axis=1),
                 "state": np.stack([out[f"state{h}"] for h in range(H)])}
 
+    def lowp_checks(self, case, dtype, device):
+        rc, cd = rounded(case, dtype), compute_dtype(dtype)
+        n, P, checks = rc.sizes["P"] + rc.sizes["T"], rc.sizes["P"], []
+
+        def stage(label: str, lo: int, state: np.ndarray, impls: tuple[str, ...]) -> None:
+            S = round_to(state, cd)
+            want_o, states = self.numpy_states(rc, S, lo)
+            got = self.torch_outputs(rc, dtype, device, S, lo)
+            for impl in impls:
+                model = self.error_model({**rc.sizes, "P": 0, "T": n - lo})
+                checks.append(LowpCheck(f"{impl} {label}", "numpy", "o", got[impl]["o"], want_o, model))
+                checks.append(LowpCheck(f"{impl} {label}", "numpy", "state", got[impl]["state"], states[-1],
+                                        dataclasses.replace(model, out_stores=0)))
+
+        stage("prefill", 0, rc.tensors["state"], ("torch", "torch_recurrent"))
+        _, states = self.numpy_states(rc)
+        if P:
+            stage(f"from prefix {P}", P, states[P], ("torch",))
+        steps = decode_positions(n)
+        got_o, want_o, got_s, want_s = [], [], [], []
+        for i in steps:
+            S = round_to(states[i], cd)
+            w_o, w_states = self.numpy_states(rc, S, i, i + 1)
+            o, s = kda.kda_recurrent(*self._kernel_args(rc.tensors, i, i + 1, dtype, device), 1.0,
+                                     t64(S).to(device=device, dtype=cd))
+            got_o.append(to_np(o)[:, 0])
+            want_o.append(w_o[:, 0])
+            got_s.append(to_np(s))
+            want_s.append(w_states[-1])
+        one_step = self.error_model({**rc.sizes, "P": 0, "T": 1})
+        checks.append(LowpCheck("torch_recurrent decode", "numpy", "o", np.stack(got_o, 1), np.stack(want_o, 1), one_step,
+                                note=f"{len(steps)} steps, each from the reference state"))
+        checks.append(LowpCheck("torch_recurrent decode", "numpy", "state", np.stack(got_s), np.stack(want_s),
+                                dataclasses.replace(one_step, out_stores=0)))
+        return checks
+
     def error_model(self, sizes):
         # per token: decay, correction (dot K), delta and write (4 ops) on the state; the state
-        # map is non-expansive (retention <= 1, |k| = 1, beta in [0, 1]), so errors add over T;
-        # the read is a dot of length K
-        T, K = sizes["T"], sizes["K"]
+        # map is non-expansive (retention <= 1, |k| = 1, beta in [0, 1]), so errors add over the
+        # tokens; the read is a dot of length K
+        T, K = sizes["P"] + sizes["T"], sizes["K"]
         return ErrorModel(stores=6 * T + 2, accum=T * K + K, amp=1.0)
 
 
 class KDALayerComponent(Component):
     name = "kda_layer"
-    summary = "KDA layer over a sequence (Lean KDA.layerForward; KimiDeltaAttention prefill and decode)"
+    summary = "KDA layer over B sequences (Lean KDA.layerForward; KimiDeltaAttention prefill, split prefill and decode)"
     template = "kda_layer"
     lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec)
-    kinds = ("random", "saturate", "tiny")
-    default_sizes = {"D": 24, "H": 2, "K": 5, "V": 7, "W": 4, "R": 15, "T": 3}
-    graph_file = None  # hook: fixtures/graphs/kda_layer_step_tiny.json (stepgraph) joins here
-    unsupported = {("torch", "bfloat16", "cpu"): "kda_chunked's triangular solve has no bfloat16 CPU kernel in torch"}
+    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
+    kinds = {
+        "random": "unit-scale inputs, B rows, a prefix then a split chunk",
+        "long": "256 tokens after the prefix: many chunk boundaries",
+        "decay": "decay logits ×30: retention at both ends of (e^-5, 1)",
+        "small": "inputs and weights ×1e-3: q/k near the L2 ε, output norm near its ε",
+        "large": "inputs and weights ×1e3: saturated β, gates and decay",
+        "eps": "inputs ×1e-4: the conv outputs' L2 norms and the output RMSNorm in the ε regime",
+        "short": "one token, no prefix",
+    }
+    default_sizes = {"D": 24, "H": 2, "K": 5, "V": 7, "W": 4, "R": 15, "B": 2, "P": 5, "T": 20}
+    graph_file = "kda_layer_step_tiny.json"
+    stacked = {"query_conv": "query_conv.{i}", "key_conv": "key_conv.{i}", "value_conv": "value_conv.{i}"}
 
     def config(self, sizes):
-        cfg = load_config(TINY_CONFIG)
-        return dataclasses.replace(cfg, hidden_size=sizes["D"], kda_num_heads=sizes["H"], kda_head_k_dim=sizes["K"],
-                                   kda_head_v_dim=sizes["V"], kda_conv_size=sizes["W"], kda_decay_rank=sizes["R"],
-                                   kda_query_scale=1.0)
+        return torch_config(hidden_size=sizes["D"], kda_num_heads=sizes["H"], kda_head_k_dim=sizes["K"],
+                            kda_head_v_dim=sizes["V"], kda_conv_size=sizes["W"], kda_decay_rank=sizes["R"])
+
+    def sizes_for_kind(self, kind, thorough=False):
+        return seq_sizes(self.default_sizes, kind, 256, thorough)
 
     def shrink_sizes(self, sizes):
-        return [{**sizes, "T": t} for t in (1, 2) if t < sizes["T"]]
+        return seq_shrinks(sizes)
+
+    def graph_fits(self, case):
+        return all(case.sizes[k] == self.default_sizes[k] for k in "DHKVWR")
 
     def sample(self, rng, kind, sizes):
-        D, H, K, V, W, R, T = (sizes[k] for k in "DHKVWRT")
-        cfg = self.config(sizes)
+        D, H, K, V, W, R, B = (sizes[k] for k in "DHKVWRB")
+        n = sizes["P"] + sizes["T"]
+        s = magnitude(kind)
+        decay_up = gaussian(rng, (R, H, K), s * R**-0.5) * (30.0 if kind == "decay" else 1.0)
         return {
-            "Wq": gaussian(rng, (D, H, K), D**-0.5), "Wk": gaussian(rng, (D, H, K), D**-0.5),
-            "Wv": gaussian(rng, (D, H, V), D**-0.5),
-            "conv_q": gaussian(rng, (W, H, K), W**-0.5), "conv_k": gaussian(rng, (W, H, K), W**-0.5),
-            "conv_v": gaussian(rng, (W, H, V), W**-0.5),
-            "decay_down": gaussian(rng, (D, R), D**-0.5), "decay_up": gaussian(rng, (R, H, K), R**-0.5),
-            "log_scale": gaussian(rng, (H,), 0.5), "beta_proj": gaussian(rng, (D, H), D**-0.5),
-            "gate": gaussian(rng, (D, H, V), D**-0.5), "out_norm": rng.uniform(0.5, 1.5, V),
-            "out_proj": gaussian(rng, (H, V, D), (H * V) ** -0.5),
-            "eps": np.array(cfg.rms_norm_eps), "l2_eps": np.array(kda.L2_EPS),
-            "log_floor": np.array(cfg.kda_gate_lower_bound),
-            "xs": gaussian(rng, (T, D), scale_for_kind(kind)),
+            "query_proj": gaussian(rng, (D, H, K), s * D**-0.5), "key_proj": gaussian(rng, (D, H, K), s * D**-0.5),
+            "value_proj": gaussian(rng, (D, H, V), s * D**-0.5),
+            "query_conv": gaussian(rng, (W, H, K), W**-0.5), "key_conv": gaussian(rng, (W, H, K), W**-0.5),
+            "value_conv": gaussian(rng, (W, H, V), W**-0.5),
+            "decay_down": gaussian(rng, (D, R), s * D**-0.5), "decay_up": decay_up,
+            # the Lean layer has no decay-logit bias yet (stepgraph item 5 adds it): 0 until then
+            "decay_bias": np.zeros((H, K)),
+            "decay_log_scale": gaussian(rng, (H,), 0.5), "beta_proj": gaussian(rng, (D, H), s * D**-0.5),
+            "gate_weight": gaussian(rng, (D, H, V), s * D**-0.5), "out_norm_scale": rng.uniform(0.5, 1.5, V),
+            "output_proj": gaussian(rng, (H, V, D), s * (H * V) ** -0.5),
+            "xs": gaussian(rng, (B, n, D), s * (1e-4 if kind == "eps" else 1.0)),
         }
 
-    def module(self, case: Case) -> kda.KimiDeltaAttention:
-        """pybridge's layer with the case's weights (hub layouts; no dt_bias: see docs)."""
-        t, s = case.tensors, case.sizes
-        D, H, K, V, W, R = (s[k] for k in "DHKVWR")
-        m = kda.KimiDeltaAttention(self.config(s)).double()
-        copy_weight(m.q_proj.weight, t["Wq"].reshape(D, H * K).T)
-        copy_weight(m.k_proj.weight, t["Wk"].reshape(D, H * K).T)
-        copy_weight(m.v_proj.weight, t["Wv"].reshape(D, H * V).T)
-        copy_weight(m.q_conv1d.weight, t["conv_q"].reshape(W, H * K).T[:, None, :])
-        copy_weight(m.k_conv1d.weight, t["conv_k"].reshape(W, H * K).T[:, None, :])
-        copy_weight(m.v_conv1d.weight, t["conv_v"].reshape(W, H * V).T[:, None, :])
-        copy_weight(m.f_a_proj.weight, t["decay_down"].T)
-        copy_weight(m.f_b_proj.weight, t["decay_up"].reshape(R, H * K).T)
-        copy_weight(m.dt_bias, np.zeros(H * K))  # the Lean layer has no dt_bias
-        copy_weight(m.A_log, t["log_scale"])
-        copy_weight(m.b_proj.weight, t["beta_proj"].T)
-        copy_weight(m.g_proj.weight, t["gate"].reshape(D, H * V).T)
-        copy_weight(m.o_norm.weight, t["out_norm"])
-        copy_weight(m.o_proj.weight, t["out_proj"].reshape(H * V, D).T)
-        m.o_norm.eps = float(t["eps"])
-        m.lower_bound = float(t["log_floor"])
-        return m
+    def module(self, case: Case, dtype: torch.dtype, device: str) -> kda.KimiDeltaAttention:
+        """pybridge's layer with the case's weights (hub layout through `pybridge.adapter`)."""
+        cfg = self.config(case.sizes)
+        spec = {k: t64(v) for k, v in self.spec_params(case).items() if k != "xs"}
+        return load_module(kda.KimiDeltaAttention(cfg), adapter.to_hub(adapter.kda_rules(cfg), spec), dtype, device)
+
+    def torch_state(self, case: Case, windows, heads, dtype, device) -> kda.KDAState:
+        """A pybridge state from NumPy windows (`[B, W−1, H, n]` each) and heads, rounded to their
+        storage dtypes."""
+        B = case.sizes["B"]
+        conv = [t64(round_to(w.reshape(B, w.shape[1], -1), dtype)).to(device=device, dtype=dtype) for w in windows]
+        return kda.KDAState(*conv, t64(round_to(heads, compute_dtype(dtype))).to(device=device, dtype=compute_dtype(dtype)))
+
+    @staticmethod
+    def state_out(st: kda.KDAState, H: int) -> dict[str, np.ndarray]:
+        B, W1 = st.conv_q.shape[:2]
+        return {"heads": to_np(st.recurrent), "window_q": to_np(st.conv_q).reshape(B, W1, H, -1),
+                "window_k": to_np(st.conv_k).reshape(B, W1, H, -1), "window_v": to_np(st.conv_v).reshape(B, W1, H, -1)}
 
     def torch_outputs(self, case, dtype, device):
-        m = self.module(case).to(device=device, dtype=dtype)
-        xs = t64(case.tensors["xs"]).to(device=device, dtype=dtype)[None]
-        out = {}
+        m = self.module(case, dtype, device)
+        xs = t64(case.tensors["xs"]).to(device=device, dtype=dtype)
+        H, out = case.sizes["H"], {}
         with torch.no_grad():
-            if self.runs("torch", dtype, device):
-                y_prefill, _ = m(xs, m.initial_state(1, xs))
-                out["torch"] = {"y": to_np(y_prefill[0])}
-            st, ys = m.initial_state(1, xs), []
+            y, st = m(xs, m.initial_state(xs.shape[0], xs))
+            out["torch"] = {"y": to_np(y), **self.state_out(st, H)}
+            st, ys = m.initial_state(xs.shape[0], xs), []
+            for a, b in split_calls(case.sizes, case.sizes["W"]):
+                y, st = m(xs[:, a:b], st)
+                ys.append(y)
+            out["torch_split"] = {"y": to_np(torch.cat(ys, 1)), **self.state_out(st, H)}
+            st, ys = m.initial_state(xs.shape[0], xs), []
             for i in range(xs.shape[1]):
                 y, st = m(xs[:, i : i + 1], st)
-                ys.append(y[0, 0])
-        out["torch_decode"] = {"y": to_np(torch.stack(ys))}
+                ys.append(y)
+            out["torch_decode"] = {"y": to_np(torch.cat(ys, 1)), **self.state_out(st, H)}
         return out
+
+    def numpy_run(self, case: Case, windows=None, heads=None, lo: int = 0, hi: int | None = None) -> dict:
+        """Tokens lo..hi of every row from the given (default: zero) state: `y`, the final state,
+        and `states` (the state before every token and after the last)."""
+        p, cfg, sz = self.spec_params(case), self.own_config(), case.sizes
+        B, H, K, V, W = (sz[k] for k in "BHKVW")
+        hi = sz["P"] + sz["T"] if hi is None else hi
+        if windows is None:
+            windows = tuple(np.zeros((B, W - 1, H, n)) for n in (K, K, V))
+            heads = np.zeros((B, H, K, V))
+        ys, states = [], []
+        for b in range(B):
+            win, hd, row, st = tuple(w[b] for w in windows), heads[b], [], [(tuple(w[b] for w in windows), heads[b])]
+            for i in range(lo, hi):
+                y, win, hd = ref.kda_layer_step(win, hd, case.tensors["xs"][b, i], p, cfg)
+                row.append(y)
+                st.append((win, hd))
+            ys.append(np.stack(row))
+            states.append(st)
+        final = states_at(states, -1)
+        return {"y": np.stack(ys), "heads": final[1], "window_q": final[0][0], "window_k": final[0][1],
+                "window_v": final[0][2], "states": states}
+
+    def numpy_outputs(self, case):
+        return {k: v for k, v in self.numpy_run(case).items() if k != "states"}
+
+    def graph_outputs(self, case, device):
+        cg, t, sz = compiled(self.graph_file, F64, device), case.tensors, case.sizes
+        spec = {k: t64(v) for k, v in self.spec_params(case).items() if k != "xs"}
+        params = adapter.graph_params(cg.graph, spec)
+        ys, heads = [], []
+        for b in range(sz["B"]):
+            window = [torch.zeros(sz["D"], dtype=F64) for _ in range(sz["W"] - 1)]
+            hd, row = torch.zeros(sz["H"], sz["K"], sz["V"], dtype=F64), []
+            for i in range(sz["P"] + sz["T"]):
+                r = cg(params, {"x": t64(t["xs"][b, i]), **{f"window.{j}": w for j, w in enumerate(window)}, "heads": hd})
+                window, hd = [r[f"window_next.{j}"] for j in range(sz["W"] - 1)], r["heads_next"]
+                row.append(to_np(r["output"]))
+            ys.append(np.stack(row))
+            heads.append(to_np(hd))
+        return {"y": np.stack(ys), "heads": np.stack(heads)}
+
+    def lean_case(self, case):
+        n = case.sizes["P"] + case.sizes["T"]
+        return dataclasses.replace(case, sizes={k: case.sizes[k] for k in "DHKVWR"} | {"T": n},
+                                   tensors={**case.tensors, "xs": case.tensors["xs"][0]})
+
+    def lean_slice(self, case, out):
+        return {"y": out["y"][0]}
 
     def lean_output_shapes(self, case):
         return {"y": (case.sizes["T"], case.sizes["D"])}
 
+    def lowp_checks(self, case, dtype, device):
+        rc, sz = rounded(case, dtype), case.sizes
+        n, P, H = sz["P"] + sz["T"], sz["P"], sz["H"]
+        m = self.module(rc, dtype, device)
+        xs = t64(rc.tensors["xs"]).to(device=device, dtype=dtype)
+        full = self.numpy_run(rc)
+        checks: list[LowpCheck] = []
+
+        def compare(label: str, got: dict, want: dict, tokens: int) -> None:
+            model = self.error_model({**sz, "P": 0, "T": tokens})
+            for key in ("y", "window_q", "window_k", "window_v"):
+                checks.append(LowpCheck(label, "numpy", key, got[key], want[key], model))
+            checks.append(LowpCheck(label, "numpy", "heads", got["heads"], want["heads"], dataclasses.replace(model, out_stores=0)))
+
+        with torch.no_grad():
+            y, st = m(xs, m.initial_state(sz["B"], xs))
+        compare("torch prefill", {"y": to_np(y), **self.state_out(st, H)}, full, n)
+        if P:
+            win, hd = states_at(full["states"], P)
+            win = tuple(round_to(w, dtype) for w in win)
+            hd = round_to(hd, compute_dtype(dtype))
+            want = self.numpy_run(rc, win, hd, P)
+            with torch.no_grad():
+                y, st = m(xs[:, P:], self.torch_state(rc, win, hd, dtype, device))
+            compare(f"torch from prefix {P}", {"y": to_np(y), **self.state_out(st, H)}, want, sz["T"])
+        got, want = [], []
+        for i in decode_positions(n):
+            win, hd = states_at(full["states"], i)
+            win = tuple(round_to(w, dtype) for w in win)
+            hd = round_to(hd, compute_dtype(dtype))
+            w = self.numpy_run(rc, win, hd, i, i + 1)
+            with torch.no_grad():
+                y, st = m(xs[:, i : i + 1], self.torch_state(rc, win, hd, dtype, device))
+            got.append({"y": to_np(y), **self.state_out(st, H)})
+            want.append(w)
+        keys = ("y", "heads", "window_q", "window_k", "window_v")
+        compare("torch_decode steps", {k: np.stack([g[k] for g in got], 1) for k in keys},
+                {k: np.stack([w[k] for w in want], 1) for k in keys}, 1)
+        return checks
+
     def error_model(self, sizes):
-        D, K, V, W, R, T, H = (sizes[k] for k in "DKVWRTH")
+        D, K, V, W, R, H = (sizes[k] for k in "DKVWRH")
+        T = sizes["P"] + sizes["T"]
         # projection (D) and conv (W), SiLU, L2 norm (K), decay (R, sigmoid, exp), the
         # recurrence over T tokens (as kda_recurrence), per-head RMSNorm (V), gate, output (H V)
         return ErrorModel(stores=20 + 6 * T, accum=D + W + K + R + T * K + V + H * V, amp=4.0)
 
 
-def _mla_spec_params(t: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """The MLA export's parameters (names of mla_packed_step_tiny) from a case's spec tensors."""
-    names = {"query_down": "query_down", "query_norm_scale": "query_norm", "kv_down": "kv_down",
-             "kv_norm_scale": "kv_norm", "shared_key_down": "shared_key_down", "query_content_up": "qc_up",
-             "query_shared_up": "qs_up", "key_up": "key_up", "value_up": "value_up", "gate_weight": "gate",
-             "output_weight": "out"}
-    return {graph_name: t64(t[name]) for graph_name, name in names.items()}
+def states_at(states: list[list], i: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The batch's state at token index `i` (windows stacked over rows, heads stacked)."""
+    rows = [st[i] for st in states]
+    return tuple(np.stack([r[0][j] for r in rows]) for j in range(3)), np.stack([r[1] for r in rows])
 
 
 class MLAComponent(Component):
     name = "mla"
-    summary = "Gated MLA over a sequence (Lean GatedMLA.forward; GatedMLA prefill and decode)"
+    summary = "Gated MLA over B sequences (Lean GatedMLA.forward; GatedMLA prefill, split prefill and decode)"
     template = "mla"
     lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec)
-    kinds = ("random", "saturate", "tiny")
-    default_sizes = {"D": 24, "H": 3, "Lq": 10, "Lkv": 11, "C": 9, "R": 14, "V": 8, "T": 4}
+    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
+    kinds = {
+        "random": "unit-scale inputs, B rows, a prefix then a split chunk",
+        "long": "256 tokens after the prefix",
+        "sharp": "query and key up-projections ×4: peaked attention",
+        "small": "inputs and weights ×1e-3: the latent RMSNorms in the ε regime",
+        "large": "inputs and weights ×1e3",
+        "eps": "inputs ×1e-4: both latent RMSNorms near their ε",
+        "short": "one token, no prefix",
+    }
+    default_sizes = {"D": 24, "H": 3, "Lq": 10, "Lkv": 11, "C": 9, "R": 14, "V": 8, "B": 2, "P": 5, "T": 11}
     graph_file = "mla_packed_step_tiny.json"  # one decode step with 2 cached tokens: compared at t = 2
 
     def config(self, sizes):
-        cfg = load_config(TINY_CONFIG)
-        return dataclasses.replace(cfg, hidden_size=sizes["D"], num_attention_heads=sizes["H"], q_lora_rank=sizes["Lq"],
-                                   kv_lora_rank=sizes["Lkv"], qk_nope_head_dim=sizes["C"], qk_rope_head_dim=sizes["R"],
-                                   v_head_dim=sizes["V"])
+        return torch_config(hidden_size=sizes["D"], num_attention_heads=sizes["H"], q_lora_rank=sizes["Lq"],
+                            kv_lora_rank=sizes["Lkv"], qk_nope_head_dim=sizes["C"], qk_rope_head_dim=sizes["R"],
+                            v_head_dim=sizes["V"])
+
+    def sizes_for_kind(self, kind, thorough=False):
+        return seq_sizes(self.default_sizes, kind, 256, thorough)
 
     def shrink_sizes(self, sizes):
-        return [{**sizes, "T": t} for t in (1, 2, 3) if t < sizes["T"]]
+        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
-        return {k: v for k, v in case.sizes.items() if k != "T"} == {k: v for k, v in self.default_sizes.items() if k != "T"} and case.sizes["T"] >= 3
+        return all(case.sizes[k] == self.default_sizes[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V")) and \
+            case.sizes["P"] + case.sizes["T"] >= 3
 
     def sample(self, rng, kind, sizes):
-        D, H, Lq, Lkv, C, R, V, T = (sizes[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V", "T"))
-        cfg = self.config(sizes)
+        D, H, Lq, Lkv, C, R, V, B = (sizes[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V", "B"))
+        n, s = sizes["P"] + sizes["T"], magnitude(kind)
+        sharp = 4.0 if kind == "sharp" else 1.0
         return {
-            "query_down": gaussian(rng, (D, Lq), D**-0.5), "query_norm": rng.uniform(0.5, 1.5, Lq),
-            "kv_down": gaussian(rng, (D, Lkv), D**-0.5), "kv_norm": rng.uniform(0.5, 1.5, Lkv),
-            "shared_key_down": gaussian(rng, (D, R), D**-0.5),
-            "qc_up": gaussian(rng, (H, Lq, C), Lq**-0.5), "qs_up": gaussian(rng, (H, Lq, R), Lq**-0.5),
-            "key_up": gaussian(rng, (H, Lkv, C), Lkv**-0.5), "value_up": gaussian(rng, (H, Lkv, V), Lkv**-0.5),
-            "gate": gaussian(rng, (D, H, V), D**-0.5), "out": gaussian(rng, (H, V, D), (H * V) ** -0.5),
-            "eps": np.array(cfg.rms_norm_eps), "score_scale": np.array(cfg.mla_score_scale),
-            "xs": gaussian(rng, (T, D), scale_for_kind(kind)),
+            "query_down": gaussian(rng, (D, Lq), s * D**-0.5), "query_norm_scale": rng.uniform(0.5, 1.5, Lq),
+            "kv_down": gaussian(rng, (D, Lkv), s * D**-0.5), "kv_norm_scale": rng.uniform(0.5, 1.5, Lkv),
+            "shared_key_down": gaussian(rng, (D, R), s * D**-0.5),
+            "query_content_up": gaussian(rng, (H, Lq, C), sharp * Lq**-0.5),
+            "query_shared_up": gaussian(rng, (H, Lq, R), sharp * Lq**-0.5),
+            "key_up": gaussian(rng, (H, Lkv, C), sharp * Lkv**-0.5), "value_up": gaussian(rng, (H, Lkv, V), s * Lkv**-0.5),
+            "gate_weight": gaussian(rng, (D, H, V), s * D**-0.5), "output_weight": gaussian(rng, (H, V, D), s * (H * V) ** -0.5),
+            "xs": gaussian(rng, (B, n, D), s * (1e-4 if kind == "eps" else 1.0)),
         }
 
-    def module(self, case: Case) -> mla.GatedMLA:
-        t, s = case.tensors, case.sizes
-        D, H, Lq, Lkv, C, R, V = (s[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V"))
-        m = mla.GatedMLA(self.config(s)).double()
-        copy_weight(m.q_a_proj.weight, t["query_down"].T)
-        copy_weight(m.q_a_layernorm.weight, t["query_norm"])
-        q_b = np.concatenate([t["qc_up"].transpose(0, 2, 1), t["qs_up"].transpose(0, 2, 1)], axis=1)
-        copy_weight(m.q_b_proj.weight, q_b.reshape(H * (C + R), Lq))
-        copy_weight(m.kv_a_proj_with_mqa.weight, np.concatenate([t["kv_down"].T, t["shared_key_down"].T], 0))
-        copy_weight(m.kv_a_layernorm.weight, t["kv_norm"])
-        kv_b = np.concatenate([t["key_up"].transpose(0, 2, 1), t["value_up"].transpose(0, 2, 1)], axis=1)
-        copy_weight(m.kv_b_proj.weight, kv_b.reshape(H * (C + V), Lkv))
-        copy_weight(m.g_proj.weight, t["gate"].reshape(D, H * V).T)
-        copy_weight(m.o_proj.weight, t["out"].reshape(H * V, D).T)
-        m.q_a_layernorm.eps = m.kv_a_layernorm.eps = float(t["eps"])
-        m.score_scale = float(t["score_scale"])
-        return m
+    def module(self, case: Case, dtype: torch.dtype, device: str) -> mla.GatedMLA:
+        cfg = self.config(case.sizes)
+        spec = {k: t64(v) for k, v in case.tensors.items() if k != "xs"}
+        return load_module(mla.GatedMLA(cfg), adapter.to_hub(adapter.mla_rules(cfg), spec), dtype, device)
+
+    @staticmethod
+    def cache_out(c: mla.MLACache) -> dict[str, np.ndarray]:
+        return {"latent": to_np(c.latent), "shared_key": to_np(c.shared_key)}
 
     def torch_outputs(self, case, dtype, device):
-        m = self.module(case).to(device=device, dtype=dtype)
-        xs = t64(case.tensors["xs"]).to(device=device, dtype=dtype)[None]
+        m = self.module(case, dtype, device)
+        xs = t64(case.tensors["xs"]).to(device=device, dtype=dtype)
+        out = {}
         with torch.no_grad():
-            y_prefill, _ = m(xs, m.initial_state(1, xs))
-            cache, ys = m.initial_state(1, xs), []
+            y, c = m(xs, m.initial_state(xs.shape[0], xs))
+            out["torch"] = {"y": to_np(y), **self.cache_out(c)}
+            c, ys = m.initial_state(xs.shape[0], xs), []
+            for a, b in split_calls(case.sizes, torch_config().kda_conv_size):
+                y, c = m(xs[:, a:b], c)
+                ys.append(y)
+            out["torch_split"] = {"y": to_np(torch.cat(ys, 1)), **self.cache_out(c)}
+            c, ys = m.initial_state(xs.shape[0], xs), []
             for i in range(xs.shape[1]):
-                y, cache = m(xs[:, i : i + 1], cache)
-                ys.append(y[0, 0])
-        out = {"torch": {"y": to_np(y_prefill[0])}, "torch_decode": {"y": to_np(torch.stack(ys))}}
-        if case.sizes["T"] >= 3:
+                y, c = m(xs[:, i : i + 1], c)
+                ys.append(y)
+            out["torch_decode"] = {"y": to_np(torch.cat(ys, 1)), **self.cache_out(c)}
+        if case.sizes["P"] + case.sizes["T"] >= 3:
             for impl in out.values():
-                impl["y_t2"] = impl["y"][2]
+                impl["y_t2"] = impl["y"][:, 2]
         return out
 
-    def graph_outputs(self, case, dtype, device):
-        """The packed decode step at position 2; the cache of tokens 0 and 1 comes from
-        pybridge's float64 prefill (cache entries are checked through `y` of the other paths)."""
-        m = self.module(case).to(torch.float64)
-        xs = t64(case.tensors["xs"])[None]
-        with torch.no_grad():
-            _, cache = m(xs[:, :2], m.initial_state(1, xs))
-        cg = compiled(self.graph_file, dtype, device)
-        r = cg(_mla_spec_params(case.tensors), {"latent_cache": cache.latent[0], "shared_key_cache": cache.shared_key[0],
-                                           "x": xs[0, 2], "score_scale": t64(case.tensors["score_scale"])})
-        return {"y_t2": to_np(r["output"])}
+    def numpy_run(self, case: Case, latent=None, shared=None, lo: int = 0, hi: int | None = None) -> dict:
+        """Tokens lo..hi of every row after the given (default: empty) caches `[B, lo, ·]`."""
+        p, cfg, sz = case.tensors, self.own_config(), case.sizes
+        hi = sz["P"] + sz["T"] if hi is None else hi
+        ys, lats, shs = [], [], []
+        for b in range(sz["B"]):
+            lat = np.zeros((0, sz["Lkv"])) if latent is None else latent[b]
+            sh = np.zeros((0, sz["R"])) if shared is None else shared[b]
+            row = []
+            for i in range(lo, hi):
+                y, lat, sh = ref.mla_step(lat, sh, case.tensors["xs"][b, i], p, cfg)
+                row.append(y)
+            ys.append(np.stack(row))
+            lats.append(lat)
+            shs.append(sh)
+        out = {"y": np.stack(ys), "latent": np.stack(lats), "shared_key": np.stack(shs)}
+        if lo == 0 and hi >= 3:
+            out["y_t2"] = out["y"][:, 2]
+        return out
+
+    def numpy_outputs(self, case):
+        return self.numpy_run(case)
+
+    def graph_outputs(self, case, device):
+        """The packed decode step at position 2 of every row; the cache of tokens 0 and 1 is the
+        NumPy reference's (its own entries are checked through `y` of every leg)."""
+        ref_out = self.numpy_run(case, hi=2)
+        cg, cfg = compiled(self.graph_file, F64, device), self.own_config()
+        params = {k: t64(v) for k, v in case.tensors.items() if k != "xs"}
+        ys = []
+        for b in range(case.sizes["B"]):
+            r = cg(params, {"latent_cache": t64(ref_out["latent"][b]), "shared_key_cache": t64(ref_out["shared_key"][b]),
+                            "x": t64(case.tensors["xs"][b, 2]), "score_scale": t64(np.array(cfg["score_scale"]))})
+            ys.append(to_np(r["output"]))
+        return {"y_t2": np.stack(ys)}
+
+    def lean_case(self, case):
+        n = case.sizes["P"] + case.sizes["T"]
+        return dataclasses.replace(case, sizes={k: v for k, v in case.sizes.items() if k not in ("B", "P")} | {"T": n},
+                                   tensors={**case.tensors, "xs": case.tensors["xs"][0]})
+
+    def lean_slice(self, case, out):
+        return {k: out[k][0] for k in ("y", "y_t2") if k in out}
 
     def lean_output_shapes(self, case):
         return {"y": (case.sizes["T"], case.sizes["D"])}
@@ -280,8 +545,47 @@ class MLAComponent(Component):
     def lean_postprocess(self, case, out):
         return {**out, "y_t2": out["y"][2]} if case.sizes["T"] >= 3 else out
 
+    def lowp_checks(self, case, dtype, device):
+        rc, sz = rounded(case, dtype), case.sizes
+        n, P = sz["P"] + sz["T"], sz["P"]
+        m = self.module(rc, dtype, device)
+        xs = t64(rc.tensors["xs"]).to(device=device, dtype=dtype)
+        full = self.numpy_run(rc)
+        checks: list[LowpCheck] = []
+
+        def compare(label: str, got: dict, want: dict, tokens: int) -> None:
+            model = self.error_model({**sz, "P": 0, "T": tokens})
+            for key in ("y", "latent", "shared_key"):
+                checks.append(LowpCheck(label, "numpy", key, got[key], want[key], model))
+
+        def cache(i: int) -> mla.MLACache:
+            lat, sh = (round_to(full[k][:, :i], dtype) for k in ("latent", "shared_key"))
+            return mla.MLACache(t64(lat).to(device=device, dtype=dtype), t64(sh).to(device=device, dtype=dtype))
+
+        with torch.no_grad():
+            y, c = m(xs, m.initial_state(sz["B"], xs))
+        compare("torch prefill", {"y": to_np(y), **self.cache_out(c)}, full, n)
+        if P:
+            c0 = cache(P)
+            want = self.numpy_run(rc, to_np(c0.latent), to_np(c0.shared_key), P)
+            with torch.no_grad():
+                y, c = m(xs[:, P:], c0)
+            compare(f"torch from prefix {P}", {"y": to_np(y), **self.cache_out(c)}, want, sz["T"])
+        got, want = [], []
+        for i in decode_positions(n):
+            c0 = cache(i)
+            w = self.numpy_run(rc, to_np(c0.latent), to_np(c0.shared_key), i, i + 1)
+            with torch.no_grad():
+                y, c = m(xs[:, i : i + 1], c0)
+            got.append({"y": to_np(y)[:, 0], "latent": to_np(c.latent)[:, -1], "shared_key": to_np(c.shared_key)[:, -1]})
+            want.append({"y": w["y"][:, 0], "latent": w["latent"][:, -1], "shared_key": w["shared_key"][:, -1]})
+        compare("torch_decode steps", {k: np.stack([g[k] for g in got], 1) for k in got[0]},
+                {k: np.stack([w[k] for w in want], 1) for k in want[0]}, n)
+        return checks
+
     def error_model(self, sizes):
-        D, Lq, Lkv, C, R, V, T, H = (sizes[k] for k in ("D", "Lq", "Lkv", "C", "R", "V", "T", "H"))
+        D, Lq, Lkv, C, R, V, H = (sizes[k] for k in ("D", "Lq", "Lkv", "C", "R", "V", "H"))
+        T = sizes["P"] + sizes["T"]
         # two down projections (D) with RMSNorm (Lq / Lkv), up projections (Lq, Lkv), scores
         # (C + R), softmax over T (amplifies absolute score errors by 2 max|score|), the value
         # mix (T, Lkv), gate and output (H V)

@@ -1,0 +1,419 @@
+"""The one hub ↔ spec parameter adapter.
+
+Hub: the checkpoint's state dict (`model.layers.{i}.…`, `lm_head.weight`; nn.Linear weights
+`[out, in]`), as `pybridge.model.KimiK3ForCausalLM` holds it. Spec: the Lean specification's
+parameters in its `[in, out]` layout, named as the exported graphs name them
+(`layers.{l}.kda.query_proj`, 1-based `l`; `fixtures/graphs/*.json`; a repeated graph name is
+keyed `name[k]`, `pybridge.graph.load.binding_keys`).
+
+Every mapping is one `Rule`: the hub tensors it reads, the spec tensors it writes, their shapes
+(from the configuration), and the two directions. The rules cover names, transposes, per-head
+reshapes, the KDA conv taps, the MLA `kv_a`/`q_b`/`kv_b` splits, the merged shared experts
+(one hub MLP of hidden `S·h`, `S` spec experts of hidden `h`) and the AttnRes query pairs; the
+table in `pybridge/README.md` is `mapping_table()`. `to_spec` / `to_hub` check every name and
+shape first and raise `CheckpointError` naming the tensor at fault.
+
+    spec = hub_to_spec(cfg, model.state_dict())       # whole model
+    hub = to_hub(kda_rules(cfg), spec_of_one_layer)   # one block, names relative to the block
+
+Beyond the state dict: `stage_route` lays the spec's routed experts into the slots of a
+route-staged LatentMoE graph (which expert each slot holds is chosen outside the graph), and
+`graph_params` picks the parameters a graph file binds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from pybridge.config import K3Config
+from pybridge.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from pybridge.graph.load import Graph
+
+Tensors = tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Hub tensors `hub` (shapes `hub_shapes`) ↔ spec tensors `spec` (shapes `spec_shapes`).
+
+    `to_spec(*hub tensors)` returns the spec tensors in order, `to_hub(*spec tensors)` the hub
+    tensors; `how` describes the mapping for the README table (`hub_doc` / `spec_doc`: the name
+    patterns shown there)."""
+
+    hub: tuple[str, ...]
+    spec: tuple[str, ...]
+    hub_shapes: tuple[tuple[int, ...], ...]
+    spec_shapes: tuple[tuple[int, ...], ...]
+    to_spec: Callable[..., Tensors]
+    to_hub: Callable[..., Tensors]
+    how: str
+    hub_doc: tuple[str, ...] = ()
+    spec_doc: tuple[str, ...] = ()
+    shown: int = 0  # how many spec shapes the README row shows (0: all; a pattern row shows one set)
+
+    def prefixed(self, hub_prefix: str, spec_prefix: str) -> Rule:
+        return Rule(tuple(hub_prefix + n for n in self.hub), tuple(spec_prefix + n for n in self.spec),
+                    self.hub_shapes, self.spec_shapes, self.to_spec, self.to_hub, self.how,
+                    tuple(hub_prefix + n for n in self.hub_doc or self.hub),
+                    tuple(spec_prefix + n for n in self.spec_doc or self.spec), self.shown)
+
+
+# --- rule constructors ------------------------------------------------------------------------
+
+def same(hub: str, spec: str, shape: tuple[int, ...], how: str = "same tensor") -> Rule:
+    """The same tensor under two names."""
+    return Rule((hub,), (spec,), (shape,), (shape,), lambda w: (w,), lambda s: (s,), how)
+
+
+def linear(hub: str, spec: str, inp: int, out: tuple[int, ...], how: str = "") -> Rule:
+    """A hub nn.Linear weight `[prod(out), in]` ↔ spec `[in, *out]` (`weight.T`, viewed)."""
+    n = _prod(out)
+    return Rule((hub,), (spec,), ((n, inp),), ((inp, *out),),
+                lambda w: (w.T.reshape(inp, *out),), lambda s: (s.reshape(inp, n).T,),
+                how or ("`weight.T`" if len(out) == 1 else f"`weight.T` viewed `[{inp}, {', '.join(map(str, out))}]`"))
+
+
+def linear_out_heads(hub: str, spec: str, heads: int, width: int, out: int) -> Rule:
+    """A hub output projection `[out, heads·width]` ↔ spec `[heads, width, out]`."""
+    return Rule((hub,), (spec,), ((out, heads * width),), ((heads, width, out),),
+                lambda w: (w.T.reshape(heads, width, out),), lambda s: (s.reshape(heads * width, out).T,),
+                f"`weight.T` viewed `[{heads}, {width}, {out}]` (head-major input axis)")
+
+
+def row_query(hub: str, spec: str, dim: int) -> Rule:
+    """A hub `Linear(dim, 1)` weight `[1, dim]` ↔ the spec query vector `[dim]`."""
+    return Rule((hub,), (spec,), ((1, dim),), ((dim,),), lambda w: (w[0],), lambda s: (s[None],), "`weight[0]`")
+
+
+def conv_taps(hub: str, spec: str, heads: int, width: int, taps: int) -> Rule:
+    """A hub depthwise conv `[heads·width, 1, taps]` ↔ spec taps `spec.t : [heads, width]`
+    (tap `t` multiplies the window row `t`, oldest first)."""
+    names = tuple(f"{spec}.{t}" for t in range(taps))
+    return Rule((hub,), names, ((heads * width, 1, taps),), ((heads, width),) * taps,
+                lambda w: tuple(w[:, 0, t].reshape(heads, width) for t in range(taps)),
+                lambda *s: (torch.stack([x.reshape(heads * width) for x in s], -1)[:, None, :],),
+                "`weight[:, 0, t]` viewed `[heads, width]`; tap t multiplies window row t (oldest first)",
+                spec_doc=(f"{spec}.{{t}}",), shown=1)
+
+
+def split_rows_linear(hub: str, specs: tuple[str, ...], widths: tuple[int, ...], inp: int) -> Rule:
+    """A hub Linear `[Σ widths, in]` whose output rows stack several spec matrices `[in, w]`."""
+    total = sum(widths)
+    return Rule((hub,), specs, ((total, inp),), tuple((inp, w) for w in widths),
+                lambda w: tuple(p.T for p in w.split(widths, 0)),
+                lambda *s: (torch.cat([x.T for x in s], 0),),
+                "rows " + " and ".join(f"`[{a}:{a + w}]`" for a, w in zip(_starts(widths), widths)) + ", each `.T`")
+
+
+def split_heads_linear(hub: str, specs: tuple[str, ...], heads: int, widths: tuple[int, ...], inp: int) -> Rule:
+    """A hub Linear `[heads·Σ widths, in]` (per head: the parts in order) ↔ spec
+    `[heads, in, w]` per part."""
+    per = sum(widths)
+
+    def to_spec(w: torch.Tensor) -> Tensors:
+        return tuple(p.transpose(1, 2) for p in w.reshape(heads, per, inp).split(widths, 1))
+
+    def to_hub(*s: torch.Tensor) -> Tensors:
+        return (torch.cat([x.transpose(1, 2) for x in s], 1).reshape(heads * per, inp),)
+
+    return Rule((hub,), specs, ((heads * per, inp),), tuple((heads, inp, w) for w in widths), to_spec, to_hub,
+                f"rows viewed `[{heads}, {per}, {inp}]`, head h: " +
+                " and ".join(f"`[{a}:{a + w}]`" for a, w in zip(_starts(widths), widths)) + ", each `.T`")
+
+
+def merged_experts(hub: tuple[str, str, str], spec: tuple[str, str, str], dim: int, hidden: int, count: int) -> Rule:
+    """The hub's merged shared MLP (gate/up `[count·hidden, dim]`, down `[dim, count·hidden]`) ↔
+    `count` spec experts `name[j]` (gate/up `[dim, hidden]`, down `[hidden, dim]`): hidden
+    block j. SiTU acts per hidden unit, so the sum of the parts is the merged MLP."""
+    names = tuple(f"{s}[{j}]" for j in range(count) for s in spec)
+
+    def to_spec(g: torch.Tensor, u: torch.Tensor, d: torch.Tensor) -> Tensors:
+        out = []
+        for j in range(count):
+            rows = slice(j * hidden, (j + 1) * hidden)
+            out += [g[rows].T, u[rows].T, d[:, rows].T]
+        return tuple(out)
+
+    def to_hub(*s: torch.Tensor) -> Tensors:
+        parts = [s[3 * j : 3 * j + 3] for j in range(count)]
+        return (torch.cat([p[0].T for p in parts], 0), torch.cat([p[1].T for p in parts], 0),
+                torch.cat([p[2].T for p in parts], 1))
+
+    return Rule(hub, names, ((count * hidden, dim), (count * hidden, dim), (dim, count * hidden)),
+                ((dim, hidden), (dim, hidden), (hidden, dim)) * count, to_spec, to_hub,
+                f"hidden block j (`[jh:(j+1)h]`, h = {hidden}): gate/up rows, down columns, each `.T`",
+                spec_doc=tuple(f"{s}[j]" for s in spec), shown=3)
+
+
+def _prod(xs: Sequence[int]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _starts(widths: Sequence[int]) -> list[int]:
+    out, a = [], 0
+    for w in widths:
+        out.append(a)
+        a += w
+    return out
+
+
+# --- the blocks -------------------------------------------------------------------------------
+# Names relative to the block: hub under the layer's `self_attn.` / `block_sparse_moe.` / `mlp.`,
+# spec under the layer's `kda.` / `mla.` / `moe.` / `mlp.` (the router sits at `router.`).
+
+def kda_rules(cfg: K3Config) -> list[Rule]:
+    """KDA (spec `KDA.LayerParams`, graph `kda_layer_step_tiny`) ↔ hub `KimiDeltaAttention`."""
+    D, H, K, V, W, R = (cfg.hidden_size, cfg.kda_num_heads, cfg.kda_head_k_dim, cfg.kda_head_v_dim,
+                        cfg.kda_conv_size, cfg.kda_decay_rank)
+    return [
+        linear("q_proj.weight", "query_proj", D, (H, K)),
+        linear("k_proj.weight", "key_proj", D, (H, K)),
+        linear("v_proj.weight", "value_proj", D, (H, V)),
+        conv_taps("q_conv1d.weight", "query_conv", H, K, W),
+        conv_taps("k_conv1d.weight", "key_conv", H, K, W),
+        conv_taps("v_conv1d.weight", "value_conv", H, V, W),
+        linear("f_a_proj.weight", "decay_down", D, (R,)),
+        linear("f_b_proj.weight", "decay_up", R, (H, K)),
+        Rule(("dt_bias",), ("decay_bias",), ((H * K,),), ((H, K),), lambda b: (b.reshape(H, K),),
+             lambda s: (s.reshape(H * K),), "viewed `[heads, key]` (added to the decay logit)"),
+        same("A_log", "decay_log_scale", (H,), "same tensor (the log-scale s of report Eq. 5)"),
+        linear("b_proj.weight", "beta_proj", D, (H,)),
+        linear("g_proj.weight", "gate_weight", D, (H, V)),
+        same("o_norm.weight", "out_norm_scale", (V,)),
+        linear_out_heads("o_proj.weight", "output_proj", H, V, D),
+    ]
+
+
+def mla_rules(cfg: K3Config) -> list[Rule]:
+    """Gated MLA (spec `GatedMLA.Params`, graph `mla_packed_step_tiny`) ↔ hub `GatedMLA`."""
+    D, H, Lq, Lkv = cfg.hidden_size, cfg.num_attention_heads, cfg.q_lora_rank, cfg.kv_lora_rank
+    C, R, V = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    return [
+        linear("q_a_proj.weight", "query_down", D, (Lq,)),
+        same("q_a_layernorm.weight", "query_norm_scale", (Lq,)),
+        split_rows_linear("kv_a_proj_with_mqa.weight", ("kv_down", "shared_key_down"), (Lkv, R), D),
+        same("kv_a_layernorm.weight", "kv_norm_scale", (Lkv,)),
+        split_heads_linear("q_b_proj.weight", ("query_content_up", "query_shared_up"), H, (C, R), Lq),
+        split_heads_linear("kv_b_proj.weight", ("key_up", "value_up"), H, (C, V), Lkv),
+        linear("g_proj.weight", "gate_weight", D, (H, V)),
+        linear_out_heads("o_proj.weight", "output_weight", H, V, D),
+    ]
+
+
+def expert_rules(dim: int, hidden: int, names: tuple[str, str, str] = ("w1", "w3", "w2"), prefix: str = "") -> list[Rule]:
+    """A SiTU expert (spec `Expert`: gateWeight, upWeight, downWeight) ↔ hub gate/up/down Linear
+    weights (`w1`/`w3`/`w2` for a routed expert, `gate_proj`/`up_proj`/`down_proj` for an MLP)."""
+    gate, up, down = names
+    return [
+        linear(f"{gate}.weight", f"{prefix}gateWeight", dim, (hidden,)),
+        linear(f"{up}.weight", f"{prefix}upWeight", dim, (hidden,)),
+        linear(f"{down}.weight", f"{prefix}downWeight", hidden, (dim,)),
+    ]
+
+
+def mlp_rules(cfg: K3Config) -> list[Rule]:
+    """The dense SiTU channel mixer (hub `mlp.*_proj`) ↔ spec `mlp.{gate,up,down}Weight`."""
+    return expert_rules(cfg.hidden_size, cfg.intermediate_size, ("gate_proj", "up_proj", "down_proj"))
+
+
+def moe_rules(cfg: K3Config) -> list[Rule]:
+    """Stable LatentMoE (spec `StableLatentMoE`; graph names of `channel_latent_moe_tiny`) ↔ hub
+    `block_sparse_moe`. Spec names relative to the layer: `router.weight`, `router.bias`,
+    `moe.shared.{gate,up,down}[j]`, `moe.expert.{gate,up,down}[e]`, `moe.downProject`,
+    `moe.upProject`, `moe.routedNormScale`."""
+    D, E, S, h, L = (cfg.hidden_size, cfg.num_experts, cfg.num_shared_experts, cfg.moe_intermediate_size,
+                     cfg.routed_expert_hidden_size)
+    rules = [
+        linear("gate.weight", "router.weight", D, (E,)),
+        same("gate.e_score_correction_bias", "router.bias", (E,), "same tensor (selection only)"),
+        merged_experts(("shared_experts.gate_proj.weight", "shared_experts.up_proj.weight",
+                        "shared_experts.down_proj.weight"), ("moe.shared.gate", "moe.shared.up", "moe.shared.down"),
+                       D, h, S),
+        linear("routed_expert_down_proj.weight", "moe.downProject", D, (L,)),
+        linear("routed_expert_up_proj.weight", "moe.upProject", L, (D,)),
+        same("routed_expert_norm.weight", "moe.routedNormScale", (L,)),
+    ]
+    for e in range(E):
+        for hub, spec, shape in (("w1", "gate", (L, h)), ("w3", "up", (L, h)), ("w2", "down", (h, L))):
+            r = linear(f"experts.{e}.{hub}.weight", f"moe.expert.{spec}[{e}]", shape[0], (shape[1],))
+            rules.append(Rule(r.hub, r.spec, r.hub_shapes, r.spec_shapes, r.to_spec, r.to_hub,
+                              "`weight.T` (w1 gate, w3 up, w2 down)", (f"experts.{{e}}.{hub}.weight",),
+                              (f"moe.expert.{spec}[e]",)))
+    return rules
+
+
+def attnres_rules(cfg: K3Config, hub_norm: str, hub_proj: str, spec: str) -> list[Rule]:
+    """An AttnRes retrieval: hub `*_res_proj.weight [1, D]` (the query) and `*_res_norm.weight`
+    (the RMSNorm gain) ↔ spec `{spec}.query`, `{spec}.norm_gain`. The score
+    `query · (gain ⊙ RMSNorm(v))` is the hub's `(res_norm.weight ⊙ res_proj.weight[0]) · RMSNorm(v)`
+    (`AttnRes.specFwd_eq_attendPacked_gain`)."""
+    D = cfg.hidden_size
+    return [row_query(f"{hub_proj}.weight", f"{spec}.query", D),
+            same(f"{hub_norm}.weight", f"{spec}.norm_gain", (D,), "same tensor (the score's RMSNorm gain)")]
+
+
+def layer_rules(cfg: K3Config, i: int) -> list[Rule]:
+    """Every rule of 0-based layer `i` (hub `model.layers.{i}.`, spec `layers.{i+1}.`)."""
+    D = cfg.hidden_size
+    rules = [
+        *attnres_rules(cfg, "self_attention_res_norm", "self_attention_res_proj", "seq_res"),
+        same("input_layernorm.weight", "seq_norm.scale", (D,)),
+        *attnres_rules(cfg, "mlp_res_norm", "mlp_res_proj", "chan_res"),
+        same("post_attention_layernorm.weight", "chan_norm.scale", (D,)),
+    ]
+    mixer = ("mla.", mla_rules(cfg)) if cfg.is_mla(i) else ("kda.", kda_rules(cfg))
+    rules += [r.prefixed("self_attn.", mixer[0]) for r in mixer[1]]
+    if cfg.is_moe(i):
+        rules += [r.prefixed("block_sparse_moe.", "") for r in moe_rules(cfg)]
+    else:
+        rules += [r.prefixed("mlp.", "mlp.") for r in mlp_rules(cfg)]
+    return [r.prefixed(f"model.layers.{i}.", f"layers.{i + 1}.") for r in rules]
+
+
+def model_rules(cfg: K3Config) -> list[Rule]:
+    """Every rule of the whole language model. With tied embeddings the hub has no
+    `lm_head.weight` and the spec head is the embedding's transpose (no separate tensor)."""
+    D = cfg.hidden_size
+    rules = [same("model.embed_tokens.weight", "token_embedding", (cfg.vocab_size, D),
+                  "same tensor (row t embeds token t)")]
+    for i in range(cfg.num_hidden_layers):
+        rules += layer_rules(cfg, i)
+    rules += [
+        *attnres_rules(cfg, "model.output_attn_res_norm", "model.output_attn_res_proj", "final_res"),
+        same("model.norm.weight", "final_norm.scale", (D,)),
+    ]
+    if not cfg.tie_word_embeddings:
+        rules.append(linear("lm_head.weight", "lm_head.weight", D, (cfg.vocab_size,)))
+    return rules
+
+
+# --- applying rules ---------------------------------------------------------------------------
+
+def _check(given: Mapping[str, object], names: list[str], shapes: list[tuple[int, ...]], side: str) -> None:
+    """Every name present with its shape, no extra names; one CheckpointError listing all."""
+    problems = [f"missing {side} tensor '{n}' (expected shape {list(s)})" for n, s in zip(names, shapes) if n not in given]
+    for n, s in zip(names, shapes):
+        if n in given:
+            got = tuple(getattr(given[n], "shape", ()))
+            if not isinstance(given[n], torch.Tensor):
+                problems.append(f"{side} tensor '{n}' is a {type(given[n]).__name__}, not a torch.Tensor")
+            elif got != tuple(s):
+                problems.append(f"{side} tensor '{n}' has shape {list(got)}, expected {list(s)}")
+    expected = set(names)
+    problems += [f"unexpected {side} tensor '{n}'" for n in given if n not in expected]
+    if problems:
+        raise CheckpointError(f"{len(problems)} problem(s) mapping {side} tensors:\n  " + "\n  ".join(problems))
+
+
+def to_spec(rules: list[Rule], hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Spec tensors from hub tensors (exactly the rules' hub names; `CheckpointError` otherwise)."""
+    _check(hub, [n for r in rules for n in r.hub], [s for r in rules for s in r.hub_shapes], "hub")
+    out: dict[str, torch.Tensor] = {}
+    for r in rules:
+        out.update(zip(r.spec, r.to_spec(*(hub[n] for n in r.hub))))
+    return out
+
+
+def to_hub(rules: list[Rule], spec: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hub tensors from spec tensors (exactly the rules' spec names; `CheckpointError` otherwise)."""
+    _check(spec, [n for r in rules for n in r.spec], [s for r in rules for s in r.spec_shapes], "spec")
+    out: dict[str, torch.Tensor] = {}
+    for r in rules:
+        out.update(zip(r.hub, (t.contiguous() for t in r.to_hub(*(spec[n] for n in r.spec)))))
+    return out
+
+
+def hub_to_spec(cfg: K3Config, hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The whole model's spec parameters from a hub state dict (`model.state_dict()`); with tied
+    embeddings a `lm_head.weight` entry, if present, must be the embedding and is dropped."""
+    hub = dict(hub)
+    if cfg.tie_word_embeddings and "lm_head.weight" in hub:
+        head = hub.pop("lm_head.weight")
+        emb = hub.get("model.embed_tokens.weight")
+        if emb is not None and (head.shape != emb.shape or not torch.equal(head, emb)):
+            raise CheckpointError("hub tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' "
+                                  "although tie_word_embeddings is true")
+    return to_spec(model_rules(cfg), hub)
+
+
+def spec_to_hub(cfg: K3Config, spec: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The hub state dict of the whole model from its spec parameters (tied: no `lm_head.weight`)."""
+    return to_hub(model_rules(cfg), spec)
+
+
+def stage_route(spec: Mapping[str, torch.Tensor], route: Sequence[int], prefix: str = "") -> dict[str, torch.Tensor]:
+    """The slot parameters of a route-staged LatentMoE graph: slot i holds router column
+    `route[i]` and that expert's weights (`{prefix}moe.slot.{router,gate,up,down}[i]`), from the
+    spec names of `moe_rules` under `prefix` (e.g. `layers.2.`)."""
+    out = {}
+    for i, e in enumerate(route):
+        e = int(e)
+        out[f"{prefix}moe.slot.router[{i}]"] = spec[f"{prefix}router.weight"][:, e]
+        for part in ("gate", "up", "down"):
+            out[f"{prefix}moe.slot.{part}[{i}]"] = spec[f"{prefix}moe.expert.{part}[{e}]"]
+    return out
+
+
+def graph_params(graph: Graph, spec: Mapping[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:
+    """The parameters `graph` binds (its `binding_keys`), each the spec tensor `prefix + key`; spec
+    tensors the graph does not bind are left out. A key with no spec tensor is a
+    `CheckpointError` naming it."""
+    from pybridge.graph.load import binding_keys
+
+    keys = binding_keys(graph.params)
+    missing = [k for k in keys if prefix + k not in spec]
+    if missing:
+        raise CheckpointError(f"{graph.source}: no spec tensor for graph parameter(s) {', '.join(prefix + k for k in missing)}")
+    return {k: spec[prefix + k] for k in keys}
+
+
+def mapping_table(cfg: K3Config) -> str:
+    """The README's mapping table (Markdown): one row per rule of one KDA layer, one MLA layer,
+    a MoE and a dense layer, and the model-level tensors, with the shapes at `cfg`; `{i}` is the
+    0-based hub layer, `{l}` = i + 1 the spec layer, `{e}` a routed expert, `[j]` a shared one."""
+    rows = ["| hub tensor(s) | shape(s) | spec parameter(s) | shape(s) | mapping |", "|---|---|---|---|---|"]
+    layers = range(cfg.num_hidden_layers)
+    picks = dict.fromkeys(i for i in (next((i for i in layers if not cfg.is_mla(i)), None),
+                                      next((i for i in layers if cfg.is_mla(i)), None),
+                                      next((i for i in layers if cfg.is_moe(i)), None),
+                                      next((i for i in layers if not cfg.is_moe(i)), None)) if i is not None)
+    seen: set[tuple[str, str]] = set()
+
+    def shapes(ss: tuple[tuple[int, ...], ...], n: int) -> str:
+        return ", ".join(str(list(s)) for s in ss[:n])
+
+    def add(rule: Rule, i: int | None) -> None:
+        hub, spec = ", ".join(rule.hub_doc or rule.hub), ", ".join(rule.spec_doc or rule.spec)
+        if i is not None:
+            hub, spec = hub.replace(f"model.layers.{i}.", "model.layers.{i}."), spec.replace(f"layers.{i + 1}.", "layers.{l}.")
+        if (hub, spec) in seen:
+            return
+        seen.add((hub, spec))
+        hub, spec = hub.replace(", ", "`, `"), spec.replace(", ", "`, `")
+        rows.append(f"| `{hub}` | {shapes(rule.hub_shapes, len(rule.hub))} | `{spec}` | "
+                    f"{shapes(rule.spec_shapes, rule.shown or len(rule.spec))} | {rule.how} |")
+
+    for i in picks:
+        for r in layer_rules(cfg, i):
+            add(r, i)
+    layer_hubs = {n for i in layers for r in layer_rules(cfg, i) for n in r.hub}
+    for r in model_rules(cfg):
+        if not set(r.hub) & layer_hubs:
+            add(r, None)
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # print the README's table: python -m pybridge.adapter
+    from pybridge.config import load_config
+
+    print(mapping_table(load_config(Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json")))
