@@ -4,7 +4,8 @@
 
 For each difftest component (expert, latent_moe, kda_recurrence, kda_layer, mla, attnres) and for
 one whole token step of the tiny model (fixtures/tiny/config.json dims, 3-token prefix, random
-weights), `--cases` cases (first random, then the component's next input kinds) are rendered with
+weights), the cases the default `difftest run` evaluates in Lean (`--cases` per component: first random,
+then an adversarial kind; `runner.lean_chosen`) are rendered with
 difftest's templates and evaluated in ONE offline Lean file after one bundle (`codegen.bundle` of
 `KimiK3.Exec.Kernel`'s modules), as `difftest run` does. The times are read inside Lean
 (`IO.monoNanosNow` marks around the bundle and around every case), so waiting for a Lean slot
@@ -33,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from difftest import lean as dlean
+from difftest import runner
 from difftest.case import Case, hex_bits
 from difftest.components import COMPONENTS
 
@@ -204,16 +206,12 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=2)
     ap.add_argument("--only", nargs="*", help="components to measure (default: all, then decoder_step)")
     args = ap.parse_args()
-    items = []
-    for name in args.only or [*COMPONENT_NAMES, "decoder_step"]:
-        if name == "decoder_step":
-            comp = DecoderBench()
-            items += [(comp, comp.make_case(i)) for i in range(args.cases)]
-        else:
-            comp = COMPONENTS[name]
-            kinds = list(comp.kinds)
-            # the Lean leg's view of each case (e.g. the first token of a multi-token case), as difftest runs it
-            items += [(comp, comp.lean_case(comp.make_case(i, kinds[i % len(kinds)], 0))) for i in range(args.cases)]
+    names = args.only or [*COMPONENT_NAMES, "decoder_step"]
+    # the cases the default `difftest run` evaluates in Lean, as the Lean leg sees them
+    chosen = runner.lean_chosen(runner.build_cases([n for n in names if n in COMPONENTS], None, 0), args.cases, False)
+    items = [(comp, view) for _, comp, view in chosen]
+    if "decoder_step" in names:
+        items += [(DecoderBench(), DecoderBench().make_case(i)) for i in range(args.cases)]
     marks, _, wall = run_file(render(items, dlean.library_bundle(("KimiK3.Exec.Kernel",))), "ExecBench")
     rows: dict[str, list[float]] = {}
     for i, (comp, _) in enumerate(items):

@@ -43,3 +43,18 @@ def test_failed_lean_evaluation_names_cases_file_and_rerun(tmp_path: Path, monke
     path = Path(re.search(r"generated file: (\S+)", text).group(1))
     assert path.is_file() and path.read_text(encoding="utf-8").count('emit "C') == 2
     assert f"python3 -m k3spec lean {path}" in text
+
+
+def test_default_lean_cases_are_a_random_case_and_an_adversarial_kind() -> None:
+    items = runner.build_cases(list(EXEC_COMPONENTS), None, seed=0)
+    chosen = runner.lean_chosen(items, 2, lean_all=False)
+    kinds: dict[str, list[str]] = {}
+    for _, comp, view in chosen:
+        kinds.setdefault(comp.name, []).append(view.kind)
+    assert set(kinds) == set(EXEC_COMPONENTS)
+    for name, got in kinds.items():
+        assert len(got) == 2 and got[0] == "random" and got[1] != "random", (name, got)
+        assert not set(got) & set(COMPONENTS[name].lean_skip_kinds), (name, got)
+    # --lean-all evaluates the skipped (long) kinds too
+    every = runner.lean_chosen(items, None, lean_all=True)
+    assert any(view.kind == "long" for _, _, view in every)

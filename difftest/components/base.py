@@ -78,6 +78,9 @@ class Component:
     graph_file: str | None = None  # fixtures/graphs/<graph_file>; None: no export yet
     #: whether the default run evaluates this component in Lean (see `difftest list`)
     lean_default: bool = False
+    #: kinds the default run does not evaluate in Lean (too long for the offline interpreter;
+    #: `--lean-all` evaluates them)
+    lean_skip_kinds: tuple[str, ...] = ()
     #: stacked case tensor -> its spec names, one per leading index (`{i}`)
     stacked: dict[str, str] = {}
 

@@ -73,6 +73,7 @@ class KDARecurrenceComponent(Component):
     template = "kda_recurrence"
     lean_targets = ("KimiK3.Exec.Kernel",)
     lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
+    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
     kinds = {
         "random": "retention uniform in (e^-5, 1), unit keys, B rows from different states",
         "long": "2,048 tokens: 128 chunk boundaries, decay over a long horizon",
@@ -227,6 +228,7 @@ class KDALayerComponent(Component):
     template = "kda_layer"
     lean_targets = ("KimiK3.Exec.Kernel",)
     lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
+    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
     kinds = {
         "random": "unit-scale inputs, B rows, a prefix then a split chunk",
         "long": "256 tokens after the prefix: many chunk boundaries",
@@ -422,6 +424,7 @@ class MLAComponent(Component):
     template = "mla"
     lean_targets = ("KimiK3.Exec.Kernel",)
     lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
+    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
     kinds = {
         "random": "unit-scale inputs, B rows, a prefix then a split chunk",
         "long": "256 tokens after the prefix",
