@@ -129,7 +129,10 @@ class AttnResComponent(Component):
             **t, "embedding": t["embedding"][0], "seq_out": t["seq_out"][:, 0], "chan_out": t["chan_out"][:, 0]})
 
     def lean_slice(self, case, out):
-        return {"h_seq": out["h_seq"][:, 0], "h_chan": out["h_chan"][:, 0], "final": out["final"][0]}
+        """Token 0 of the outputs a leg has (the graph leg has only its `<output>_g` rows, the
+        retrievals over its exported source count, which the Lean view does not name)."""
+        cols = {"h_seq": lambda v: v[:, 0], "h_chan": lambda v: v[:, 0], "final": lambda v: v[0]}
+        return {k: f(out[k]) for k, f in cols.items() if k in out}
 
     def lean_output_shapes(self, case):
         D, L = case.sizes["D"], case.sizes["L"]
