@@ -182,6 +182,14 @@ class Component:
         return ()
 
 
+class ExecComponent(Component):
+    """A component whose Lean template calls the executable specification (`KimiK3.Exec`,
+    seconds per case offline): the default run evaluates it in Lean."""
+
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True
+
+
 @cache
 def own_config() -> dict:
     return readings.own_reading(TINY_CONFIG)

@@ -9,17 +9,15 @@ import torch
 
 from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import F64, Component, ErrorModel, LowpCheck, compiled, round_to, rounded, t64, to_np
+from difftest.components.base import F64, ErrorModel, ExecComponent, LowpCheck, compiled, round_to, rounded, t64, to_np
 from difftest.inputs import gaussian, magnitude
 from pybridge import attnres
 
 
-class AttnResComponent(Component):
+class AttnResComponent(ExecComponent):
     name = "attnres"
     summary = "AttnRes depth state over L layers, N tokens (Lean BlockState.retrieve/finishLayer; attnres.retrieve, DepthState)"
     template = "attnres"
-    lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
     kinds = {
         "random": "unit-scale layer outputs and queries",
         "sharp": "queries ×10: peaked depth softmax",

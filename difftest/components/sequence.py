@@ -22,7 +22,7 @@ import torch
 
 from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import (F64, Component, ErrorModel, LowpCheck, compiled, load_module, round_to,
+from difftest.components.base import (F64, ErrorModel, ExecComponent, LowpCheck, compiled, load_module, round_to,
                                       rounded, t64, to_np, torch_config)
 from difftest.inputs import gaussian, magnitude, pieces, unit_rows
 from pybridge import adapter, kda, mla
@@ -67,13 +67,32 @@ def split_calls(sizes: dict[str, int], conv_width: int) -> list[tuple[int, int]]
     return out
 
 
-class KDARecurrenceComponent(Component):
+class SequenceMixer(ExecComponent):
+    """A sequence mixer over B rows of P prefix tokens and T more (`seq_sizes`); its `long` kind
+    (T = `long_T`) is left out of the default run's Lean leg."""
+
+    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
+    long_T: int = 256
+    #: the case tensors with a leading batch axis (the rest are weights)
+    batched: tuple[str, ...] = ("xs",)
+
+    def sizes_for_kind(self, kind, thorough=False):
+        return seq_sizes(self.default_sizes, kind, self.long_T, thorough)
+
+    def shrink_sizes(self, sizes):
+        return seq_shrinks(sizes)
+
+    def lean_case(self, case):
+        """Row 0 of the batch, its P + T tokens in one sequence (the Lean leg runs one row)."""
+        n = case.sizes["P"] + case.sizes["T"]
+        return dataclasses.replace(case, sizes={k: v for k, v in case.sizes.items() if k not in ("B", "P")} | {"T": n},
+                                   tensors={k: v[0] if k in self.batched else v for k, v in case.tensors.items()})
+
+
+class KDARecurrenceComponent(SequenceMixer):
     name = "kda_recurrence"
     summary = "KDA heads over B sequences from given states (Lean KDA.runF; kda_chunked, kda_recurrent)"
     template = "kda_recurrence"
-    lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
-    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
     kinds = {
         "random": "retention uniform in (e^-5, 1), unit keys, B rows from different states",
         "long": "2,048 tokens: 128 chunk boundaries, decay over a long horizon",
@@ -83,13 +102,9 @@ class KDARecurrenceComponent(Component):
         "short": "one token, no prefix",
     }
     default_sizes = {"B": 2, "H": 2, "K": 5, "V": 7, "P": 5, "T": 20}
+    long_T = 2048
+    batched = ("state", "q", "k", "v", "retention", "beta")
     graph_file = "kda_packed_step_tiny.json"
-
-    def sizes_for_kind(self, kind, thorough=False):
-        return seq_sizes(self.default_sizes, kind, 2048, thorough)
-
-    def shrink_sizes(self, sizes):
-        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
         return all(case.sizes[k] == self.default_sizes[k] for k in "HKV")
@@ -161,11 +176,6 @@ class KDARecurrenceComponent(Component):
             final.append(to_np(state))
         return {"o": np.stack(outs), "state": np.stack(final)}
 
-    def lean_case(self, case):
-        n = case.sizes["P"] + case.sizes["T"]
-        return dataclasses.replace(case, sizes={k: case.sizes[k] for k in "HKV"} | {"T": n},
-                                   tensors={k: v[0] for k, v in case.tensors.items()})
-
     def lean_slice(self, case, out):
         return {k: v[0] for k, v in out.items()}
 
@@ -222,13 +232,10 @@ class KDARecurrenceComponent(Component):
         return ErrorModel(stores=6 * T + 2, accum=T * K + K, amp=1.0)
 
 
-class KDALayerComponent(Component):
+class KDALayerComponent(SequenceMixer):
     name = "kda_layer"
     summary = "KDA layer over B sequences (Lean KDA.layerForward; KimiDeltaAttention prefill, split prefill and decode)"
     template = "kda_layer"
-    lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
-    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
     kinds = {
         "random": "unit-scale inputs, B rows, a prefix then a split chunk",
         "long": "256 tokens after the prefix: many chunk boundaries",
@@ -245,12 +252,6 @@ class KDALayerComponent(Component):
     def config(self, sizes):
         return torch_config(hidden_size=sizes["D"], kda_num_heads=sizes["H"], kda_head_k_dim=sizes["K"],
                             kda_head_v_dim=sizes["V"], kda_conv_size=sizes["W"], kda_decay_rank=sizes["R"])
-
-    def sizes_for_kind(self, kind, thorough=False):
-        return seq_sizes(self.default_sizes, kind, 256, thorough)
-
-    def shrink_sizes(self, sizes):
-        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
         return all(case.sizes[k] == self.default_sizes[k] for k in "DHKVWR")
@@ -353,11 +354,6 @@ class KDALayerComponent(Component):
             heads.append(to_np(hd))
         return {"y": np.stack(ys), "heads": np.stack(heads)}
 
-    def lean_case(self, case):
-        n = case.sizes["P"] + case.sizes["T"]
-        return dataclasses.replace(case, sizes={k: case.sizes[k] for k in "DHKVWR"} | {"T": n},
-                                   tensors={**case.tensors, "xs": case.tensors["xs"][0]})
-
     def lean_slice(self, case, out):
         return {"y": out["y"][0]}
 
@@ -418,13 +414,10 @@ def states_at(states: list[list], i: int) -> tuple[tuple[np.ndarray, ...], np.nd
     return tuple(np.stack([r[0][j] for r in rows]) for j in range(3)), np.stack([r[1] for r in rows])
 
 
-class MLAComponent(Component):
+class MLAComponent(SequenceMixer):
     name = "mla"
     summary = "Gated MLA over B sequences (Lean GatedMLA.forward; GatedMLA prefill, split prefill and decode)"
     template = "mla"
-    lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_default = True  # the executable spec (KimiK3.Exec): seconds per case offline
-    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
     kinds = {
         "random": "unit-scale inputs, B rows, a prefix then a split chunk",
         "long": "256 tokens after the prefix",
@@ -441,12 +434,6 @@ class MLAComponent(Component):
         return torch_config(hidden_size=sizes["D"], num_attention_heads=sizes["H"], q_lora_rank=sizes["Lq"],
                             kv_lora_rank=sizes["Lkv"], qk_nope_head_dim=sizes["C"], qk_rope_head_dim=sizes["R"],
                             v_head_dim=sizes["V"])
-
-    def sizes_for_kind(self, kind, thorough=False):
-        return seq_sizes(self.default_sizes, kind, 256, thorough)
-
-    def shrink_sizes(self, sizes):
-        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
         return all(case.sizes[k] == self.default_sizes[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V")) and \
@@ -533,11 +520,6 @@ class MLAComponent(Component):
                             "x": t64(case.tensors["xs"][b, 2]), "score_scale": t64(np.array(cfg["score_scale"]))})
             ys.append(to_np(r["output"]))
         return {"y_t2": np.stack(ys)}
-
-    def lean_case(self, case):
-        n = case.sizes["P"] + case.sizes["T"]
-        return dataclasses.replace(case, sizes={k: v for k, v in case.sizes.items() if k not in ("B", "P")} | {"T": n},
-                                   tensors={**case.tensors, "xs": case.tensors["xs"][0]})
 
     def lean_slice(self, case, out):
         return {k: out[k][0] for k in ("y", "y_t2") if k in out}
