@@ -82,9 +82,18 @@ def groups(source: list[str]) -> list[tuple[int, str]]:
 
 
 def describe(name: str, fn: Callable) -> str:
+    """The test's name in words, and the first paragraph of its docstring where it has one."""
     words = re.sub(r"_(is|are)(_not)?_flagged$", "", name.removeprefix("test_")).replace("_", " ")
     doc = inspect.getdoc(fn)
-    return f"{words} ({doc.split(chr(10) * 2)[0].replace(chr(10), ' ').rstrip('.')})" if doc else words
+    if not doc:
+        return words
+    first = " ".join(doc.split("\n\n")[0].split())
+    return f"{words} ({first.rstrip('.')})"
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    return lines[0][:160] if lines else ""
 
 
 def suite_tests() -> list[tuple[str, Callable, str]]:
@@ -125,9 +134,9 @@ def run_test(name: str, fn: Callable, group: str) -> Outcome:
     try:
         fn(mp)
     except AssertionError as exc:
-        outcome.test_error = f"assertion failed: {str(exc).splitlines()[0][:160] if str(exc) else 'assert'}"
+        outcome.test_error = f"assertion failed: {first_line(exc) or 'assert'}"
     except Exception as exc:  # a crash of the test itself is reported, not raised
-        outcome.test_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        outcome.test_error = f"{type(exc).__name__}: {first_line(exc)}"
     finally:
         mp.undo()
         base.compiled.cache_clear()
