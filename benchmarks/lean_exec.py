@@ -49,7 +49,7 @@ SECTION_BEGIN, SECTION_END = "<!-- lean-exec:begin -->", "<!-- lean-exec:end -->
 
 
 def mark(name: str) -> str:
-    return f'\n#eval show IO Unit from do IO.println s!"MARK {name} {{← IO.monoNanosNow}}"\n'
+    return f'\n#eval! show IO Unit from do IO.println s!"MARK {name} {{← IO.monoNanosNow}}"\n'
 
 
 def run_file(source: str, name: str) -> tuple[dict[str, int], list[str], float]:

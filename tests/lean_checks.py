@@ -5,7 +5,9 @@ A check file begins with exactly one line `-- bundle: Mod.A Mod.B ...` naming th
 it needs. The offline interpreter cannot run imported code (`lean/KimiK3/Core/README.md`,
 "Toolchain constraints"), so the file is appended to those modules' sources, bundled with their
 dependency closure in dependency order (`codegen.bundle`), and elaborated as one file; any error
-(a failing `#guard` included) fails the check.
+(a failing `#guard` included) fails the check. Bundles skip theorem bodies (`codegen.bundle`,
+`debug.proofAsSorry`), so a check file states its checks as `#guard`/`#eval`, never as a
+`theorem`, `lemma` or `example`, and never uses `sorry` (`check_statements` refuses them).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from codegen.bundle import EvaluationError, Message, bundle, dependency_order, r
 REPO = Path(__file__).resolve().parents[1]
 CHECKS = REPO / "tests" / "lean"
 HEADER = "-- bundle:"
+#: Declarations whose proofs a bundle would skip, and `sorry`, whose warning it drops.
+_UNCHECKED = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:private\s+)?(theorem|lemma|example)\b|\bsorry\b")
 
 
 class CheckFileError(RuntimeError):
@@ -44,10 +48,22 @@ def bundle_modules(path: Path) -> tuple[str, ...]:
     return modules
 
 
+def check_statements(path: Path) -> None:
+    """Refuse a `theorem`, `lemma`, `example` or `sorry` in a check file (see the module docstring)."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        found = _UNCHECKED.search(line.split("--")[0])
+        if found:
+            word = found.group(1) or "sorry"
+            raise CheckFileError(
+                f"{_rel(path)}:{number}: `{word}` in a check file: bundles skip theorem bodies, so state the check as `#guard`"
+            )
+
+
 @cache
 def run_check_file(path: Path) -> tuple[Message, ...]:
     """Elaborate one check file after its bundle; its messages. Raises `CheckFileError`."""
     rel = _rel(path)
+    check_statements(path)
     modules = bundle_modules(path)
     try:
         library = bundle(REPO, dependency_order(REPO, modules))
