@@ -26,14 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k3spec import leanrun, sources, toolchain
-from k3spec.build import LEAN_OPTIONS
+from k3spec.build import LEAN_OPTIONS, USES_SORRY
 from k3spec.toolchain import Toolchain
 
 HEADER_PREFIXES = ("module", "public import ", "import ", "@[expose] public section")
 #: Options of every bundle run: theorem bodies are skipped (the build checks them; module docstring).
 BUNDLE_OPTIONS = ("-Ddebug.proofAsSorry=true",)
-#: The warning Lean gives for each theorem whose body `debug.proofAsSorry` skipped.
-_SKIPPED_PROOF = "declaration uses `sorry`"
 
 
 class EvaluationError(RuntimeError):
@@ -129,4 +127,4 @@ def run_lean(source: str, name: str = "Bundle") -> list[Message]:
     Raises `EvaluationError` on any error.
     """
     messages = run_source(toolchain.find(), source, name, options=BUNDLE_OPTIONS)
-    return [m for m in messages if not (m.severity == "warning" and m.text.strip() == _SKIPPED_PROOF)]
+    return [m for m in messages if not (m.severity == "warning" and USES_SORRY.fullmatch(m.text.strip()))]

@@ -33,7 +33,8 @@ from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbi
 from .toolchain import Toolchain, cache_root, check_visible
 
 LEAN_OPTIONS = ["-Dexperimental.module=true"]
-_USES_SORRY = re.compile(r"declaration uses [`']sorry[`']")
+#: Lean's warning for a declaration that uses `sorry` (also a theorem body `debug.proofAsSorry` skipped).
+USES_SORRY = re.compile(r"declaration uses [`']sorry[`']")
 OUTPUT_SUFFIXES = (".olean", ".ilean", ".olean.private", ".olean.server", ".ir")
 
 
@@ -111,7 +112,7 @@ def _parse_diagnostics(result: leanrun.LeanResult, mod: Module) -> list[Diagnost
     diags = []
     for msg in leanrun.parse_messages(result.stdout):
         severity, text = msg.severity, msg.text
-        if severity == "warning" and (msg.kind == "hasSorry" or _USES_SORRY.search(text)):
+        if severity == "warning" and (msg.kind == "hasSorry" or USES_SORRY.search(text)):
             severity = "error"
             text = f"{text} (sorry is not allowed in the library)"
         diags.append(Diagnostic(str(mod.path), msg.line, msg.column, severity, text))
@@ -326,7 +327,7 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
         print(proc.stdout, end="", flush=True)
         print(proc.stderr, end="", file=sys.stderr, flush=True)
     for line in proc.stdout.splitlines():
-        if _USES_SORRY.search(line):
+        if USES_SORRY.search(line):
             result.diagnostics.append(Diagnostic("lake", 0, 0, "error", f"{line.strip()} (sorry is not allowed)"))
     if proc.returncode != 0:
         result.diagnostics.append(Diagnostic("lakefile.lean", 1, 0, "error", f"lake build exited with code {proc.returncode}"))

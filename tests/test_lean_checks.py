@@ -50,6 +50,14 @@ def test_theorem_in_a_check_file_is_an_error_naming_it(tmp_path: Path) -> None:
         run_check_file(path)
 
 
+def test_forbidden_word_in_a_check_file_is_an_error_but_comments_are_not(tmp_path: Path) -> None:
+    path = tmp_path / "Words.lean"
+    path.write_text("-- bundle: KimiK3.Core.Tensor\n/- a theorem in a comment,\ntheorem x -/\n-- sorry\n"
+                    "def d : Nat := sorry\n", encoding="utf-8")
+    with pytest.raises(CheckFileError, match=r"Words\.lean:5: `sorry` in a check file"):
+        run_check_file(path)
+
+
 @pytest.mark.lean
 def test_bundle_skips_theorem_bodies_but_evaluates_definitions() -> None:
     """Bundles skip theorem bodies (`debug.proofAsSorry`, checked by the build instead): a false
