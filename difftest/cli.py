@@ -103,9 +103,9 @@ def _list_impls(impls: tuple) -> None:
 @click.option("--device", default="cpu", show_default=True, help="torch device of the model and graph runs (cpu, cuda).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write summary.json and index.html (per-component error plots) into DIR.")
-@click.option("--lean-cases", default=1, show_default=True, type=click.IntRange(0, 1000),
-              help="Cases per component the Lean reference evaluates (the first ones; the rest are checked "
-                   "against the graph and NumPy references). The interpreter is slow: keep this small.")
+@click.option("--lean-cases", default=2, show_default=True, type=click.IntRange(0, 1000),
+              help="Cases per component the Lean reference evaluates (the first ones: a random case, then "
+                   "an adversarial kind; the rest are checked against the graph and NumPy references).")
 @click.option("--lean-all", is_flag=True,
               help="Evaluate every component in Lean (default: those fast in the offline interpreter; "
                    "`difftest list` shows which).")

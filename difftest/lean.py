@@ -43,7 +43,8 @@ def cache_dir() -> Path:
 
 
 class TensorRefs(dict):
-    """Lean expressions of a case's tensors inside the packed array `A` (name -> expression)."""
+    """Lean expressions of a case's tensors inside the packed array `A` (name -> expression):
+    array-backed tensors `Exec.Arr.ofArrayAtF A offset [shape]`, scalars `Exec.arrayGetD A offset 0`."""
 
     def __init__(self, case: Case) -> None:
         super().__init__()
@@ -51,22 +52,23 @@ class TensorRefs(dict):
         offset = 0
         for name, t in case.tensors.items():
             self.offsets[name] = offset
-            dims = " ".join(str(n) for n in t.shape)
             if t.ndim == 0:
-                self[name] = f"(scalarAt A {offset})"
+                self[name] = f"(Exec.arrayGetD A {offset} 0)"
             else:
-                fn = {1: "vec", 2: "mat", 3: "ten3"}.get(t.ndim)
-                self[name] = f"({fn} A {offset} {dims})" if fn else ""
+                self[name] = f"(Exec.Arr.ofArrayAtF A {offset} {_shape(t.shape)})"
             offset += t.size
 
     def at(self, name: str, index: str, case: Case) -> str:
         """Expression for slice `index` (a Lean Nat expression) of a stacked tensor `name`."""
         t = case.tensors[name]
-        if t.ndim == 2:
-            return f"(vecAt A {self.offsets[name]} {t.shape[1]} ({index}))"
-        if t.ndim == 3:
-            return f"(matAt A {self.offsets[name]} {t.shape[1]} {t.shape[2]} ({index}))"
-        raise ValueError(f"tensor {name} of rank {t.ndim} cannot be sliced")
+        if t.ndim < 2:
+            raise ValueError(f"tensor {name} of rank {t.ndim} cannot be sliced")
+        size = int(np.prod(t.shape[1:]))
+        return f"(Exec.Arr.ofArrayAtF A ({self.offsets[name]} + ({index}) * {size}) {_shape(t.shape[1:])})"
+
+
+def _shape(dims: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(n) for n in dims) + "]"
 
 
 def _flat_hex(case: Case) -> str:
@@ -158,14 +160,26 @@ def evaluate(
         start = time.monotonic()
         try:
             messages = run_lean(source, "DiffTestBatch")
-        except Exception as exc:  # EvaluationError, ToolchainError: report the Lean side's reason
-            raise LeanEvaluationError(f"the Lean reference did not evaluate: {exc}") from exc
+            outs = parse_output([m.text for m in messages if m.severity == "information"], batch)
+        except Exception as exc:  # EvaluationError, ToolchainError, no result: name the cases and the file
+            raise LeanEvaluationError(_failure_text(batch, source, exc)) from exc
         record["seconds"] = round(time.monotonic() - start, 1)
         progress(f"lean: done in {record['seconds']} s")
-        outs = parse_output([m.text for m in messages if m.severity == "information"], batch)
         folder.mkdir(parents=True, exist_ok=True)
         for i, out in zip(todo, outs):
             results[i] = out
             doc = {k: {"shape": list(v.shape), "values": v.reshape(-1).tolist()} for k, v in out.items()}
             (folder / f"{keys[i]}.json").write_text(json.dumps(doc), encoding="utf-8")
     return results, record  # type: ignore[return-value]
+
+
+def _failure_text(batch: list[tuple[object, Case]], source: str, exc: Exception) -> str:
+    """Why the Lean leg failed: the cases of the batch, the generated file (kept) and how to rerun it."""
+    folder = cache_dir() / "failed"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"DiffTestBatch-{hashlib.sha256(source.encode()).hexdigest()[:12]}.lean"
+    path.write_text(source, encoding="utf-8")
+    cases = ", ".join(case.label for _, case in batch)
+    return (f"the Lean reference did not evaluate {cases}: {exc}\n"
+            f"generated file: {path}\nrerun it with: python3 -m k3spec lean {path}")
+

@@ -191,15 +191,32 @@ def lean_items(items: list[tuple[Component, Case]]) -> list[tuple[int, Component
     return out
 
 
+def lean_chosen(items: list[tuple[Component, Case]], lean_cases: int | None,
+                lean_all: bool) -> list[tuple[int, Component, Case]]:
+    """The items Lean evaluates: per component the first `lean_cases` (all when None) of its cases,
+    of the components with `lean_default` and without the kinds in `lean_skip_kinds` unless
+    `lean_all`."""
+    taken: dict[str, int] = {}
+    chosen = []
+    for i, comp, view in lean_items(items):
+        if not lean_all and (not comp.lean_default or items[i][1].kind in comp.lean_skip_kinds):
+            continue
+        if lean_cases is not None and taken.get(comp.name, 0) >= lean_cases:
+            continue
+        taken[comp.name] = taken.get(comp.name, 0) + 1
+        chosen.append((i, comp, view))
+    return chosen
+
+
 def run(components: list[str], cases: int | None = None, seed: int = 0,
         dtypes: list[str] = ("float64", "float32", "bfloat16"), device: str = "cpu", use_lean: bool = True,
         use_cache: bool = True, shrink: bool = True, lean_cases: int | None = None, lean_all: bool = True,
         thorough: bool = False, progress: Progress = lambda s: None, adapters: tuple[Impl, ...] = (),
         pybridge: bool = True) -> RunResult:
     """Run the differential test; each of `adapters` is a further leg of the components it
-    covers (`pybridge` False: without the torch model's legs). Lean evaluates the first
-    `lean_cases` cases (all when None) of each component (only of those with `lean_default` unless `lean_all`; never of those without a
-    Lean template); the other cases are checked against the graph and NumPy references."""
+    covers (`pybridge` False: without the torch model's legs). Lean evaluates the cases
+    `lean_chosen` picks (never of components without a Lean template); the other cases are
+    checked against the graph and NumPy references."""
     start = time.monotonic()
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     dtypes = list(dtypes)
@@ -208,8 +225,7 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     lean_outs: list = [None] * len(items)
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     if use_lean:
-        chosen = [(i, comp, view) for i, comp, view in lean_items(items)
-                  if (lean_cases is None or items[i][1].index < lean_cases) and (lean_all or comp.lean_default)]
+        chosen = lean_chosen(items, lean_cases, lean_all)
         outs, rec = lean.evaluate([(comp, view) for _, comp, view in chosen], use_cache, progress)
         for (i, _, _), out in zip(chosen, outs):
             lean_outs[i] = out

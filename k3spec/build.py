@@ -16,13 +16,11 @@ import fcntl
 import hashlib
 import json
 import os
-import queue
 import re
 import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -33,13 +31,11 @@ from typing import Iterator
 from . import leanrun
 from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbidden_uses
 from .toolchain import Toolchain, cache_root, check_visible
-from .worker import LeanWorker, WorkerError
 
 LEAN_OPTIONS = ["-Dexperimental.module=true"]
-_USES_SORRY = re.compile(r"declaration uses [`']sorry[`']")
+#: Lean's warning for a declaration that uses `sorry` (also a theorem body `debug.proofAsSorry` skipped).
+USES_SORRY = re.compile(r"declaration uses [`']sorry[`']")
 OUTPUT_SUFFIXES = (".olean", ".ilean", ".olean.private", ".olean.server", ".ir")
-#: Fewer modules to check than this are checked by plain `lean` processes (see `worker_count`).
-WORKER_MIN_MODULES = 4
 
 
 @dataclass
@@ -116,7 +112,7 @@ def _parse_diagnostics(result: leanrun.LeanResult, mod: Module) -> list[Diagnost
     diags = []
     for msg in leanrun.parse_messages(result.stdout):
         severity, text = msg.severity, msg.text
-        if severity == "warning" and (msg.kind == "hasSorry" or _USES_SORRY.search(text)):
+        if severity == "warning" and (msg.kind == "hasSorry" or USES_SORRY.search(text)):
             severity = "error"
             text = f"{text} (sorry is not allowed in the library)"
         diags.append(Diagnostic(str(mod.path), msg.line, msg.column, severity, text))
@@ -179,85 +175,7 @@ def _plain_check(tc: Toolchain, mod: Module, work: Path, olean: Path, ilean: Pat
     return leanrun.run(tc, args, cwd=work / "src", lean_path=[work / "out"])
 
 
-class _Checkers:
-    """Where modules are checked: `count` long-lived workers (`k3spec.worker`), or, with
-    `count = 0`, one plain `lean` process per module. A worker that dies is replaced, and the
-    module it was checking is checked again by a plain process."""
-
-    def __init__(self, tc: Toolchain, work: Path, count: int, quiet: bool) -> None:
-        self.tc, self.work, self.count, self.quiet = tc, work, count, quiet
-        self._idle: queue.SimpleQueue[LeanWorker] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._made = 0
-        self.peak_rss_mb = 0.0
-        self.worker_jobs = 0
-
-    def check(self, mod: Module, olean: Path, ilean: Path) -> leanrun.LeanResult:
-        if self.count == 0:
-            return _plain_check(self.tc, mod, self.work, olean, ilean)
-        worker: LeanWorker | None = None
-        try:
-            worker = self._acquire()
-            result = worker.check(mod.name, self.work / "src" / mod.path, olean, ilean)
-            self.worker_jobs += 1
-        except WorkerError as err:
-            _say(f"[build] {err}; checking {mod.name} with a plain lean process", self.quiet)
-            if worker is not None:
-                self._retire(worker)
-                worker = None
-            return _plain_check(self.tc, mod, self.work, olean, ilean)
-        finally:
-            if worker is not None:
-                if worker.worn_out():
-                    self._retire(worker)
-                else:
-                    self._idle.put(worker)
-        return result
-
-    def _acquire(self) -> LeanWorker:
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            self._made += 1
-            folder = self.work / "workers" / f"w{self._made}"
-        worker = LeanWorker(self.tc, folder, [self.work / "out"])
-        worker.start()
-        return worker
-
-    def _retire(self, worker: LeanWorker) -> None:
-        self.peak_rss_mb = max(self.peak_rss_mb, worker.peak_rss_mb)
-        worker.stop()
-
-    def close(self) -> None:
-        while True:
-            try:
-                self._retire(self._idle.get_nowait())
-            except queue.Empty:
-                return
-
-
-def worker_count(todo: int, jobs: int) -> int:
-    """How many long-lived workers a build of `todo` modules starts: none for fewer than
-    `WORKER_MIN_MODULES` (a plain process starts faster than a worker), else one per
-    `WORKER_MIN_MODULES` modules up to `jobs`. `K3SPEC_BUILD_WORKERS` overrides it: `0` checks
-    every module with a plain process, `N` starts `min(N, jobs)` workers whatever the count.
-
-    The default is `0`: on the 2-core machine a worker (which imports Lean's own elaborator) took
-    75-145 s to start and often died after its first job, so a full build with workers took 78
-    minutes against about 9 with plain processes (docs/benchmarks.md); `auto` is opt-in."""
-    raw = os.environ.get("K3SPEC_BUILD_WORKERS", "0")
-    if raw != "auto":
-        if not raw.isdigit():
-            raise ValueError(f"K3SPEC_BUILD_WORKERS must be `auto` or a number, got {raw!r}")
-        return min(int(raw), max(1, jobs), todo)
-    if todo < WORKER_MIN_MODULES:
-        return 0
-    return max(1, min(jobs, todo // WORKER_MIN_MODULES))
-
-
-def _build_one(checkers: _Checkers, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float]:
+def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float]:
     staged_src = work / "src" / mod.path
     staged_src.parent.mkdir(parents=True, exist_ok=True)
     staged_src.write_text(mod.text, encoding="utf-8")
@@ -266,7 +184,7 @@ def _build_one(checkers: _Checkers, mod: Module, key: str, work: Path, store: Pa
     rel = _olean_rel(mod.name)
     (tmp / rel.parent).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    result = checkers.check(mod, tmp / rel.parent / (rel.name + ".olean"), tmp / rel.parent / (rel.name + ".ilean"))
+    result = _plain_check(tc, mod, work, tmp / rel.parent / (rel.name + ".olean"), tmp / rel.parent / (rel.name + ".ilean"))
     seconds = time.monotonic() - start
     diags = _parse_diagnostics(result, mod)
     ok = result.returncode == 0 and not any(d.severity == "error" for d in diags)
@@ -353,47 +271,41 @@ def _build_locked(
     failed: set[str] = set()
     running: dict[Future, str] = {}
     total = len(todo)
-    checkers = _Checkers(tc, work, worker_count(total, jobs), quiet)
-    parallel = checkers.count or max(1, jobs)  # one worker per thread: a thread never waits for one
-    if checkers.count:
-        _say(f"[build] checking with {checkers.count} long-lived Lean worker(s)", quiet)
-    try:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            while todo or running:
-                blocked = {n for n in todo if any(d in failed or d in result.skipped for d in modules[n].imports)}
-                for name in sorted(blocked):
-                    todo.discard(name)
-                    result.skipped.append(name)
-                    _say(f"[build] skipped {name}: a module it imports failed", quiet)
-                ready = sorted(
-                    (n for n in todo if all(d in done for d in modules[n].imports)),
-                    key=lambda n: (-len(users[n]), n),
-                )
-                for name in ready[: max(0, parallel - len(running))]:
-                    todo.discard(name)
-                    running[pool.submit(_build_one, checkers, modules[name], keys[name], work, store)] = name
-                if not running:
-                    break
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    name = running.pop(fut)
-                    diags, ok, seconds = fut.result()
-                    result.module_s[name] = seconds
-                    result.diagnostics.extend(diags)
-                    count = len(result.built) + len(failed) + 1
-                    if ok:
-                        _link_outputs(store / keys[name], work / "out", name)
-                        done.add(name)
-                        result.built.append(name)
-                        _say(f"[build] [{count}/{total}] {name} ({seconds:.1f} s)", quiet)
-                    else:
-                        failed.add(name)
-                        _say(f"[build] [{count}/{total}] {name} FAILED ({seconds:.1f} s)", quiet)
-    finally:
-        checkers.close()
+    parallel = max(1, jobs)
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        while todo or running:
+            blocked = {n for n in todo if any(d in failed or d in result.skipped for d in modules[n].imports)}
+            for name in sorted(blocked):
+                todo.discard(name)
+                result.skipped.append(name)
+                _say(f"[build] skipped {name}: a module it imports failed", quiet)
+            ready = sorted(
+                (n for n in todo if all(d in done for d in modules[n].imports)),
+                key=lambda n: (-len(users[n]), n),
+            )
+            for name in ready[: max(0, parallel - len(running))]:
+                todo.discard(name)
+                running[pool.submit(_build_one, tc, modules[name], keys[name], work, store)] = name
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                name = running.pop(fut)
+                diags, ok, seconds = fut.result()
+                result.module_s[name] = seconds
+                result.diagnostics.extend(diags)
+                count = len(result.built) + len(failed) + 1
+                if ok:
+                    _link_outputs(store / keys[name], work / "out", name)
+                    done.add(name)
+                    result.built.append(name)
+                    _say(f"[build] [{count}/{total}] {name} ({seconds:.1f} s)", quiet)
+                else:
+                    failed.add(name)
+                    _say(f"[build] [{count}/{total}] {name} FAILED ({seconds:.1f} s)", quiet)
     result.failed = sorted(failed)
     result.wall_s = time.monotonic() - t0
-    result.peak_rss_mb = max(checkers.peak_rss_mb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     result.diagnostics = warnings_fail(result.diagnostics)
     result.ok = not failed and not result.skipped and not any(d.severity == "error" for d in result.diagnostics)
     return result
@@ -415,7 +327,7 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
         print(proc.stdout, end="", flush=True)
         print(proc.stderr, end="", file=sys.stderr, flush=True)
     for line in proc.stdout.splitlines():
-        if _USES_SORRY.search(line):
+        if USES_SORRY.search(line):
             result.diagnostics.append(Diagnostic("lake", 0, 0, "error", f"{line.strip()} (sorry is not allowed)"))
     if proc.returncode != 0:
         result.diagnostics.append(Diagnostic("lakefile.lean", 1, 0, "error", f"lake build exited with code {proc.returncode}"))

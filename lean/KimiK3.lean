@@ -24,6 +24,7 @@ public import KimiK3.Sequence
 public import KimiK3.Depth
 public import KimiK3.Graph
 public import KimiK3.Model
+public import KimiK3.Exec
 
 /-!
 # KimiK3

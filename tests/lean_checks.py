@@ -5,7 +5,10 @@ A check file begins with exactly one line `-- bundle: Mod.A Mod.B ...` naming th
 it needs. The offline interpreter cannot run imported code (`lean/KimiK3/Core/README.md`,
 "Toolchain constraints"), so the file is appended to those modules' sources, bundled with their
 dependency closure in dependency order (`codegen.bundle`), and elaborated as one file; any error
-(a failing `#guard` included) fails the check.
+(a failing `#guard` included) fails the check. Bundles skip theorem bodies (`codegen.bundle`,
+`debug.proofAsSorry`), so a check file states its checks as `#guard`/`#eval`, never as a
+`theorem`, `lemma` or `example`, and never uses `sorry` or the build's other forbidden words
+(`check_statements` refuses them).
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from functools import cache
 from pathlib import Path
 
 from codegen.bundle import EvaluationError, Message, bundle, dependency_order, run_lean
+from k3spec.sources import blank_comments_and_strings, forbidden_uses
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKS = REPO / "tests" / "lean"
 HEADER = "-- bundle:"
+#: Declarations whose proofs a bundle would skip.
+_PROOF_DECL = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:private\s+)?(theorem|lemma|example)\b")
 
 
 class CheckFileError(RuntimeError):
@@ -44,10 +50,26 @@ def bundle_modules(path: Path) -> tuple[str, ...]:
     return modules
 
 
+def check_statements(path: Path) -> None:
+    """Refuse a `theorem`, `lemma` or `example`, and the build's forbidden words (`sorry`, `admit`,
+    `axiom`, `native_decide`: `k3spec.sources.forbidden_uses`), in a check file's code (see the
+    module docstring)."""
+    text = path.read_text(encoding="utf-8")
+    found = [(n, m.group(1)) for n, line in enumerate(blank_comments_and_strings(text).splitlines(), start=1)
+             if (m := _PROOF_DECL.match(line))]
+    found += [(n, word) for n, _, word in forbidden_uses(text)]
+    if found:
+        number, word = min(found)
+        raise CheckFileError(
+            f"{_rel(path)}:{number}: `{word}` in a check file: bundles skip theorem bodies, so state the check as `#guard`"
+        )
+
+
 @cache
 def run_check_file(path: Path) -> tuple[Message, ...]:
     """Elaborate one check file after its bundle; its messages. Raises `CheckFileError`."""
     rel = _rel(path)
+    check_statements(path)
     modules = bundle_modules(path)
     try:
         library = bundle(REPO, dependency_order(REPO, modules))

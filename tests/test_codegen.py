@@ -81,7 +81,7 @@ def test_render_writes_every_entry_to_a_file(tmp_path: Path) -> None:
     entries = load_manifest(ROOT).select(("linear_softmax", "rms_mlp"))
     text = render(ROOT, entries, tmp_path)
     for e in entries:
-        assert f'#eval IO.FS.writeFile "{tmp_path / (e.name + ".json")}"' in text
+        assert f'#eval! IO.FS.writeFile "{tmp_path / (e.name + ".json")}"' in text
     assert 'KimiK3.Model.toJson "rms_mlp" (KimiK3.Examples.rmsMlp 1e-6 2 4 : KimiK3.Model Float)' in text
 
 

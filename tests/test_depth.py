@@ -2,7 +2,8 @@
 
 `tests/lean/DepthChecks.lean` `#guard`s the hand-computed cases (equal scores give the average;
 scores ±ln 3 / 2 give weights 3/4, 1/4; block size 3 folds the partial block after three
-commits; 93 layers at B = 12 give 9 sources) and prints Float bits of two results, which are
+commits; 93 layers at B = 12 give 9 sources; the graph equals the kernel on 3 sources at d = 6)
+and prints Float bits of two results, which are
 compared here with an independent computation in Python (`math`, `fractions`). The graph export
 `attnres_tiny` (3 sources, d = 24, eps 2e-5 = the tiny `attn_res_norm_eps`; the session's fresh `k3spec export`,
 `conftest.fresh_exports`) has the expected signature and nodes.
@@ -66,11 +67,11 @@ def test_hand_case_weights_three_to_one() -> None:
 
 
 @pytest.mark.lean
-def test_tiny_graph_matches_python_reference() -> None:
-    values_nd = [[(((24 * i + k) * 7) % 11 - 5) / 4 for k in range(24)] for i in range(3)]
-    query_d = [((5 * k) % 7 - 3) / 8 for k in range(24)]
+def test_small_graph_matches_python_reference() -> None:
+    values_nd = [[(((6 * i + k) * 7) % 11 - 5) / 4 for k in range(6)] for i in range(3)]
+    query_d = [((5 * k) % 7 - 3) / 8 for k in range(6)]
     expected = attend_reference(values_nd, query_d, 1e-5)
-    got = check_values()["tiny_graph"]
+    got = check_values()["small_graph"]
     assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
     # a convex combination: every coordinate between the sources' least and largest values
     for c, h in enumerate(got):

@@ -63,7 +63,7 @@ def test_lean_reading_reads_a_config_document() -> None:
 @pytest.mark.lean
 @pytest.mark.slow
 def test_lean_config_agrees_with_both_readers() -> None:
-    out = lean_run(("KimiK3.Model.Config",), "#eval IO.println (KimiK3.Config.toJson KimiK3.tinyConfig)", "TinyConfig")
+    out = lean_run(("KimiK3.Model.Config",), "#eval! IO.println (KimiK3.Config.toJson KimiK3.tinyConfig)", "TinyConfig")
     lean = config.lean_reading(doc=out.docs[0])
     own = config.own_reading()
     assert lean and all(lean[k] == own[k] for k in lean), (lean, own)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen.bundle import EvaluationError, run_lean
 from lean_checks import CheckFileError, bundle_modules, check_files, run_check_file
 
 
@@ -40,3 +41,32 @@ def test_unknown_bundle_module_is_an_error_naming_it(tmp_path: Path) -> None:
     path.write_text("-- bundle: KimiK3.Core.NoSuchModule\n#guard true\n", encoding="utf-8")
     with pytest.raises(CheckFileError, match=r"Unknown\.lean:1: .*KimiK3\.Core\.NoSuchModule"):
         run_check_file(path)
+
+
+def test_theorem_in_a_check_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "Proves.lean"
+    path.write_text("-- bundle: KimiK3.Core.Tensor\n#guard true\ntheorem t : 1 = 1 := rfl\n", encoding="utf-8")
+    with pytest.raises(CheckFileError, match=r"Proves\.lean:3: `theorem` in a check file"):
+        run_check_file(path)
+
+
+def test_forbidden_word_in_a_check_file_is_an_error_but_comments_are_not(tmp_path: Path) -> None:
+    path = tmp_path / "Words.lean"
+    path.write_text("-- bundle: KimiK3.Core.Tensor\n/- a theorem in a comment,\ntheorem x -/\n-- sorry\n"
+                    "def d : Nat := sorry\n", encoding="utf-8")
+    with pytest.raises(CheckFileError, match=r"Words\.lean:5: `sorry` in a check file"):
+        run_check_file(path)
+
+
+@pytest.mark.lean
+def test_bundle_skips_theorem_bodies_but_evaluates_definitions() -> None:
+    """Bundles skip theorem bodies (`debug.proofAsSorry`, checked by the build instead): a false
+    theorem does not stop the bundle, its `by` block inside a definition is still elaborated,
+    plain `#eval` refuses a term that mentions a skipped theorem, and `#eval!` evaluates it."""
+    skipped = "theorem wrong : 1 = 2 := by decide\ntheorem zero_lt_one' : 0 < 1 := by decide\ndef zeroFin : Fin 1 := ⟨0, zero_lt_one'⟩\n"
+    values = [m.text.strip() for m in run_lean(skipped + "#eval! zeroFin.val + 7\n", "SkippedProof") if m.severity == "information"]
+    assert values == ["7"]
+    with pytest.raises(EvaluationError, match="sorry"):
+        run_lean(skipped + "#eval zeroFin.val\n", "PlainEval")
+    with pytest.raises(EvaluationError, match="omega"):
+        run_lean("def bad : Fin 1 := ⟨1, by omega⟩\n", "DefinitionProof")

@@ -66,8 +66,8 @@ LAC_NOT_IN_CONFIG = {"use_full_rank_gate", "query_scale"}
 
 
 CONFIG_EXPORTS = """
-#eval IO.println (KimiK3.Config.toJson KimiK3.tinyConfig)
-#eval IO.println (KimiK3.Config.toJson KimiK3.paperConfig)
+#eval! IO.println (KimiK3.Config.toJson KimiK3.tinyConfig)
+#eval! IO.println (KimiK3.Config.toJson KimiK3.paperConfig)
 """
 
 

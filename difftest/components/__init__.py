@@ -4,10 +4,11 @@ A new component (e.g. one with a freshly exported graph) is one class and one en
 names its Lean template (`difftest/templates/<name>.lean.j2`), its Lean modules, its input kinds,
 its pybridge module, its NumPy reference and, when an export exists, its graph file.
 
-`lean_default` marks the components the default run evaluates in Lean (those the offline
-interpreter evaluates in seconds; `--lean-all` evaluates every one that has a Lean template;
-`decoder_step`, the whole decoder token step, has none yet: its graph and NumPy legs are the
-references).
+`lean_default` marks the components the default run evaluates in Lean: every component whose
+template calls the executable specification (`KimiK3.Exec`, seconds per case offline:
+`base.ExecComponent`; the sequence mixers, `sequence.SequenceMixer`, leave their `long` kind out);
+`--lean-all` evaluates every one that has a Lean template; `decoder_step`, the whole decoder
+token step, has none yet: its graph and NumPy legs are the references.
 """
 
 from __future__ import annotations

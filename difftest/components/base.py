@@ -78,6 +78,9 @@ class Component:
     graph_file: str | None = None  # fixtures/graphs/<graph_file>; None: no export yet
     #: whether the default run evaluates this component in Lean (see `difftest list`)
     lean_default: bool = False
+    #: kinds the default run does not evaluate in Lean (too long for the offline interpreter;
+    #: `--lean-all` evaluates them)
+    lean_skip_kinds: tuple[str, ...] = ()
     #: stacked case tensor -> its spec names, one per leading index (`{i}`)
     stacked: dict[str, str] = {}
 
@@ -177,6 +180,14 @@ class Component:
     def exact_outputs(self) -> tuple[str, ...]:
         """Outputs compared exactly (integers such as routes), not under a tolerance."""
         return ()
+
+
+class ExecComponent(Component):
+    """A component whose Lean template calls the executable specification (`KimiK3.Exec`,
+    seconds per case offline): the default run evaluates it in Lean."""
+
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True
 
 
 @cache

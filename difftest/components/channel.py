@@ -9,7 +9,7 @@ import torch
 
 from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import (F64, Component, ErrorModel, LowpCheck, compiled, load_module, rounded, t64,
+from difftest.components.base import (F64, ErrorModel, ExecComponent, LowpCheck, compiled, load_module, rounded, t64,
                                       to_np, torch_config)
 from difftest.inputs import gaussian, magnitude
 from pybridge import adapter, layers, moe
@@ -33,11 +33,10 @@ def run_graph_rows(file: str, params: dict, rows_nd: np.ndarray, scalars: dict, 
     return np.stack(outs)
 
 
-class ExpertComponent(Component):
+class ExpertComponent(ExecComponent):
     name = "expert"
     summary = "SiTU expert y = SiTU(c_g, c_u, xG, xU) D on N tokens (Lean Expert.forward; SituExpert)"
     template = "expert"
-    lean_targets = ("KimiK3.Channel.Expert",)
     kinds = {
         "random": "pre-activations of size ~2: both soft caps bend",
         "small": "inputs and weights ×1e-3: the caps act linearly, σ near 1/2",
@@ -46,7 +45,6 @@ class ExpertComponent(Component):
     }
     default_sizes = {"d": 24, "h": 13, "N": 3}
     graph_file = "channel_expert_tiny.json"
-    lean_default = True  # about 3 s per case offline
 
     def sample(self, rng, kind, sizes):
         d, h, n = sizes["d"], sizes["h"], sizes["N"]
@@ -114,11 +112,10 @@ class ExpertComponent(Component):
         return ErrorModel(stores=14, accum=sizes["d"] + sizes["h"], amp=2.0)
 
 
-class LatentMoEComponent(Component):
+class LatentMoEComponent(ExecComponent):
     name = "latent_moe"
     summary = "Stable LatentMoE with its own top-k route on N tokens (Lean forwardAuto/route; LatentMoE)"
     template = "latent_moe"
-    lean_targets = ("KimiK3.Channel.LatentMoE",)
     kinds = {
         "random": "unit-scale tokens, small selection biases",
         "tie": "exact ties at the top-k boundary: three experts with equal router columns and biases",

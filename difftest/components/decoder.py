@@ -241,17 +241,30 @@ class DecoderStepComponent(Component):
             return t64(round_to(a, dtype)).to(device=device, dtype=dtype)
 
         eps, notes = model.config.attn_res_norm_eps, []
+
+        def read_and_norm(dec: ref.Decoder, rec: dict, part: str, tag: str, spec: str,
+                          res_norm: torch.nn.Module, res_proj: torch.nn.Module, norm_mod: torch.nn.Module,
+                          norm_eps: str = "rms_eps") -> np.ndarray:
+            """The AttnRes read `{part}_read` and the RMSNorm after it `{part}_in`, each on the
+            reference's own (rounded) inputs, under the output names `{tag}{part}_read` /
+            `{tag}{part}_in` and the spec names `{spec}{part}_res` / `{spec}{part}_norm.scale`;
+            returns the reference's normed value rounded: the next stage's input. The read's
+            score norm uses `attn_res_norm_eps`, the RMSNorm the config's `norm_eps` field."""
+            w = res_norm.weight.to(cd) * res_proj.weight[0].to(cd)
+            srcs = [round_to(s, dtype) for s in rec[part + "_sources"]]
+            add(tag + part + "_read", to_np(retrieve([dev(s) for s in srcs], w, eps)), dec.read(spec + part + "_res", srcs), attn)
+            x = round_to(rec[part + "_read"], dtype)
+            scale = dec.p[spec + part + "_norm.scale"]
+            add(tag + part + "_in", to_np(norm_mod(dev(x))), ref.rms_norm(x, dec.cfg[norm_eps], scale), norm)
+            return round_to(rec[part + "_in"], dtype)
+
         for dec, _, prefix in self.numpy_rows(case, rounded64):
             for i, lay in enumerate(model.model.layers):
                 rec, p, pw = dec.record[i + 1], layer_tag(i), f"layers.{i + 1}."
                 with torch.no_grad():
-                    w_seq = lay.self_attention_res_norm.weight.to(cd) * lay.self_attention_res_proj.weight[0].to(cd)
-                    srcs = [round_to(s, dtype) for s in rec["seq_sources"]]
-                    add(p + "seq_read", to_np(retrieve([dev(s) for s in srcs], w_seq, eps)), dec.read(pw + "seq_res", srcs), attn)
-                    x = round_to(rec["seq_read"], dtype)
-                    add(p + "seq_in", to_np(lay.input_layernorm(dev(x))),
-                        ref.rms_norm(x, dec.cfg["rms_eps"], dec.p[pw + "seq_norm.scale"]), norm)
-                    x, st = round_to(rec["seq_in"], dtype), prefix[i]
+                    x = read_and_norm(dec, rec, "seq", p, pw, lay.self_attention_res_norm, lay.self_attention_res_proj,
+                                      lay.input_layernorm)
+                    st = prefix[i]
                     st = dataclasses.replace(st, **({"latent": round_to(st.latent, dtype), "shared": round_to(st.shared, dtype)}
                                                     if dec.mla[i] else
                                                     {"windows": tuple(round_to(w, dtype) for w in st.windows),
@@ -263,13 +276,7 @@ class DecoderStepComponent(Component):
                         win = [dev(w.reshape(w.shape[0], -1))[None] for w in st.windows]
                         y, _ = lay.self_attn(dev(x)[None, None], KDAState(*win, t64(st.heads).to(device=device, dtype=cd)[None]))
                     add(p + "seq_out", to_np(y[0, 0]), w_out, mla_m if dec.mla[i] else kda_m)
-                    w_chan = lay.mlp_res_norm.weight.to(cd) * lay.mlp_res_proj.weight[0].to(cd)
-                    srcs = [round_to(s, dtype) for s in rec["chan_sources"]]
-                    add(p + "chan_read", to_np(retrieve([dev(s) for s in srcs], w_chan, eps)), dec.read(pw + "chan_res", srcs), attn)
-                    x = round_to(rec["chan_read"], dtype)
-                    add(p + "chan_in", to_np(lay.post_attention_layernorm(dev(x))),
-                        ref.rms_norm(x, dec.cfg["rms_eps"], dec.p[pw + "chan_norm.scale"]), norm)
-                    x = round_to(rec["chan_in"], dtype)
+                    x = read_and_norm(dec, rec, "chan", p, pw, lay.mlp_res_norm, lay.mlp_res_proj, lay.post_attention_layernorm)
                     y = to_np(lay.channel(dev(x)[None, None])[0, 0])
                     route = None
                     if rec["route"] is not None:
@@ -285,12 +292,7 @@ class DecoderStepComponent(Component):
                     add(p + "chan_out", y, dec.channel(i, x, route)[0], moe_m if rec["route"] is not None else dense)
             with torch.no_grad():
                 m = model.model
-                w_fin = m.output_attn_res_norm.weight.to(cd) * m.output_attn_res_proj.weight[0].to(cd)
-                srcs = [round_to(s, dtype) for s in dec.record["final_sources"]]
-                add("final_read", to_np(retrieve([dev(s) for s in srcs], w_fin, eps)), dec.read("final_res", srcs), attn)
-                x = round_to(dec.record["final_read"], dtype)
-                add("final_in", to_np(m.norm(dev(x))), ref.rms_norm(x, dec.cfg["final_eps"], dec.p["final_norm.scale"]), norm)
-                x = round_to(dec.record["final_in"], dtype)
+                x = read_and_norm(dec, dec.record, "final", "", "", m.output_attn_res_norm, m.output_attn_res_proj, m.norm, "final_eps")
                 add("logits", to_np(model.lm_head(dev(x))), x @ dec.p["lm_head.weight"],
                     ErrorModel(stores=3, accum=cfg.hidden_size, amp=1.0))  # a dot of length D
         exact = set(self.exact_outputs())

@@ -9,16 +9,15 @@ import torch
 
 from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import F64, Component, ErrorModel, LowpCheck, compiled, round_to, rounded, t64, to_np
+from difftest.components.base import F64, ErrorModel, ExecComponent, LowpCheck, compiled, round_to, rounded, t64, to_np
 from difftest.inputs import gaussian, magnitude
 from pybridge import attnres
 
 
-class AttnResComponent(Component):
+class AttnResComponent(ExecComponent):
     name = "attnres"
     summary = "AttnRes depth state over L layers, N tokens (Lean BlockState.retrieve/finishLayer; attnres.retrieve, DepthState)"
     template = "attnres"
-    lean_targets = ("KimiK3.Depth.Kernel",)
     kinds = {
         "random": "unit-scale layer outputs and queries",
         "sharp": "queries ×10: peaked depth softmax",
@@ -128,7 +127,10 @@ class AttnResComponent(Component):
             **t, "embedding": t["embedding"][0], "seq_out": t["seq_out"][:, 0], "chan_out": t["chan_out"][:, 0]})
 
     def lean_slice(self, case, out):
-        return {"h_seq": out["h_seq"][:, 0], "h_chan": out["h_chan"][:, 0], "final": out["final"][0]}
+        """Token 0 of the outputs a leg has (the graph leg has only its `<output>_g` rows, the
+        retrievals over its exported source count, which the Lean view does not name)."""
+        cols = {"h_seq": lambda v: v[:, 0], "h_chan": lambda v: v[:, 0], "final": lambda v: v[0]}
+        return {k: f(out[k]) for k, f in cols.items() if k in out}
 
     def lean_output_shapes(self, case):
         D, L = case.sizes["D"], case.sizes["L"]

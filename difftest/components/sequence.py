@@ -22,7 +22,7 @@ import torch
 
 from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import (F64, Component, ErrorModel, LowpCheck, compiled, load_module, round_to,
+from difftest.components.base import (F64, ErrorModel, ExecComponent, LowpCheck, compiled, load_module, round_to,
                                       rounded, t64, to_np, torch_config)
 from difftest.inputs import gaussian, magnitude, pieces, unit_rows
 from pybridge import adapter, kda, mla
@@ -67,11 +67,60 @@ def split_calls(sizes: dict[str, int], conv_width: int) -> list[tuple[int, int]]
     return out
 
 
-class KDARecurrenceComponent(Component):
+class SequenceMixer(ExecComponent):
+    """A sequence mixer over B rows of P prefix tokens and T more (`seq_sizes`); its `long` kind
+    (T = `long_T`) is left out of the default run's Lean leg."""
+
+    lean_skip_kinds = ("long",)  # hundreds to thousands of tokens: minutes in the interpreter
+    long_T: int = 256
+    #: the case tensors with a leading batch axis (the rest are weights)
+    batched: tuple[str, ...] = ("xs",)
+    #: the layers' (`kda_layer`, `mla`) low-precision outputs of a stage: stored in the run's dtype,
+    #: and kept at the compute precision (no storage rounding)
+    lowp_stored: tuple[str, ...] = ()
+    lowp_computed: tuple[str, ...] = ()
+
+    def sizes_for_kind(self, kind, thorough=False):
+        return seq_sizes(self.default_sizes, kind, self.long_T, thorough)
+
+    def shrink_sizes(self, sizes):
+        return seq_shrinks(sizes)
+
+    def lean_case(self, case):
+        """Row 0 of the batch, its P + T tokens in one sequence (the Lean leg runs one row)."""
+        n = case.sizes["P"] + case.sizes["T"]
+        return dataclasses.replace(case, sizes={k: v for k, v in case.sizes.items() if k not in ("B", "P")} | {"T": n},
+                                   tensors={k: v[0] if k in self.batched else v for k, v in case.tensors.items()})
+
+    @staticmethod
+    def prefill_split_decode(m: torch.nn.Module, xs_btd: torch.Tensor, calls: list[tuple[int, int]],
+                             outputs) -> dict[str, dict[str, np.ndarray]]:
+        """A layer from its initial state over all tokens in one call (`torch`), in the token
+        ranges `calls` (`torch_split`) and one token at a time (`torch_decode`); `outputs(y, state)`
+        its outputs."""
+        T, out = xs_btd.shape[1], {}
+        with torch.no_grad():
+            for impl, ranges in (("torch", [(0, T)]), ("torch_split", calls), ("torch_decode", [(i, i + 1) for i in range(T)])):
+                st, ys = m.initial_state(xs_btd.shape[0], xs_btd), []
+                for a, b in ranges:
+                    y, st = m(xs_btd[:, a:b], st)
+                    ys.append(y)
+                out[impl] = outputs(torch.cat(ys, 1), st)
+        return out
+
+    def stage_checks(self, label: str, got: dict, want: dict, sizes: dict[str, int], tokens: int) -> list[LowpCheck]:
+        """A layer's low-precision stage over `tokens` tokens against the NumPy reference: each
+        output of `lowp_stored`, then of `lowp_computed` (no storage rounding)."""
+        model = self.error_model({**sizes, "P": 0, "T": tokens})
+        kept = dataclasses.replace(model, out_stores=0)
+        return ([LowpCheck(label, "numpy", k, got[k], want[k], model) for k in self.lowp_stored]
+                + [LowpCheck(label, "numpy", k, got[k], want[k], kept) for k in self.lowp_computed])
+
+
+class KDARecurrenceComponent(SequenceMixer):
     name = "kda_recurrence"
     summary = "KDA heads over B sequences from given states (Lean KDA.runF; kda_chunked, kda_recurrent)"
     template = "kda_recurrence"
-    lean_targets = ("KimiK3.Sequence.Kernel",)
     kinds = {
         "random": "retention uniform in (e^-5, 1), unit keys, B rows from different states",
         "long": "2,048 tokens: 128 chunk boundaries, decay over a long horizon",
@@ -81,13 +130,9 @@ class KDARecurrenceComponent(Component):
         "short": "one token, no prefix",
     }
     default_sizes = {"B": 2, "H": 2, "K": 5, "V": 7, "P": 5, "T": 20}
+    long_T = 2048
+    batched = ("state", "q", "k", "v", "retention", "beta")
     graph_file = "kda_packed_step_tiny.json"
-
-    def sizes_for_kind(self, kind, thorough=False):
-        return seq_sizes(self.default_sizes, kind, 2048, thorough)
-
-    def shrink_sizes(self, sizes):
-        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
         return all(case.sizes[k] == self.default_sizes[k] for k in "HKV")
@@ -159,11 +204,6 @@ class KDARecurrenceComponent(Component):
             final.append(to_np(state))
         return {"o": np.stack(outs), "state": np.stack(final)}
 
-    def lean_case(self, case):
-        n = case.sizes["P"] + case.sizes["T"]
-        return dataclasses.replace(case, sizes={k: case.sizes[k] for k in "HKV"} | {"T": n},
-                                   tensors={k: v[0] for k, v in case.tensors.items()})
-
     def lean_slice(self, case, out):
         return {k: v[0] for k, v in out.items()}
 
@@ -220,11 +260,10 @@ class KDARecurrenceComponent(Component):
         return ErrorModel(stores=6 * T + 2, accum=T * K + K, amp=1.0)
 
 
-class KDALayerComponent(Component):
+class KDALayerComponent(SequenceMixer):
     name = "kda_layer"
     summary = "KDA layer over B sequences (Lean KDA.layerForward; KimiDeltaAttention prefill, split prefill and decode)"
     template = "kda_layer"
-    lean_targets = ("KimiK3.Sequence.Kernel",)
     kinds = {
         "random": "unit-scale inputs, B rows, a prefix then a split chunk",
         "long": "256 tokens after the prefix: many chunk boundaries",
@@ -237,16 +276,12 @@ class KDALayerComponent(Component):
     default_sizes = {"D": 24, "H": 2, "K": 5, "V": 7, "W": 4, "R": 15, "B": 2, "P": 5, "T": 20}
     graph_file = "kda_layer_step_tiny.json"
     stacked = {"query_conv": "query_conv.{i}", "key_conv": "key_conv.{i}", "value_conv": "value_conv.{i}"}
+    lowp_stored = ("y", "window_q", "window_k", "window_v")
+    lowp_computed = ("heads",)  # the KDA state stays float32
 
     def config(self, sizes):
         return torch_config(hidden_size=sizes["D"], kda_num_heads=sizes["H"], kda_head_k_dim=sizes["K"],
                             kda_head_v_dim=sizes["V"], kda_conv_size=sizes["W"], kda_decay_rank=sizes["R"])
-
-    def sizes_for_kind(self, kind, thorough=False):
-        return seq_sizes(self.default_sizes, kind, 256, thorough)
-
-    def shrink_sizes(self, sizes):
-        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
         return all(case.sizes[k] == self.default_sizes[k] for k in "DHKVWR")
@@ -291,21 +326,8 @@ class KDALayerComponent(Component):
     def torch_outputs(self, case, dtype, device):
         m = self.module(case, dtype, device)
         xs = t64(case.tensors["xs"]).to(device=device, dtype=dtype)
-        H, out = case.sizes["H"], {}
-        with torch.no_grad():
-            y, st = m(xs, m.initial_state(xs.shape[0], xs))
-            out["torch"] = {"y": to_np(y), **self.state_out(st, H)}
-            st, ys = m.initial_state(xs.shape[0], xs), []
-            for a, b in split_calls(case.sizes, case.sizes["W"]):
-                y, st = m(xs[:, a:b], st)
-                ys.append(y)
-            out["torch_split"] = {"y": to_np(torch.cat(ys, 1)), **self.state_out(st, H)}
-            st, ys = m.initial_state(xs.shape[0], xs), []
-            for i in range(xs.shape[1]):
-                y, st = m(xs[:, i : i + 1], st)
-                ys.append(y)
-            out["torch_decode"] = {"y": to_np(torch.cat(ys, 1)), **self.state_out(st, H)}
-        return out
+        return self.prefill_split_decode(m, xs, split_calls(case.sizes, case.sizes["W"]),
+                                         lambda y, st: {"y": to_np(y), **self.state_out(st, case.sizes["H"])})
 
     def numpy_run(self, case: Case, windows=None, heads=None, lo: int = 0, hi: int | None = None) -> dict:
         """Tokens lo..hi of every row from the given (default: zero) state: `y`, the final state,
@@ -348,11 +370,6 @@ class KDALayerComponent(Component):
             heads.append(to_np(hd))
         return {"y": np.stack(ys), "heads": np.stack(heads)}
 
-    def lean_case(self, case):
-        n = case.sizes["P"] + case.sizes["T"]
-        return dataclasses.replace(case, sizes={k: case.sizes[k] for k in "DHKVWR"} | {"T": n},
-                                   tensors={**case.tensors, "xs": case.tensors["xs"][0]})
-
     def lean_slice(self, case, out):
         return {"y": out["y"][0]}
 
@@ -365,39 +382,32 @@ class KDALayerComponent(Component):
         m = self.module(rc, dtype, device)
         xs = t64(rc.tensors["xs"]).to(device=device, dtype=dtype)
         full = self.numpy_run(rc)
-        checks: list[LowpCheck] = []
 
-        def compare(label: str, got: dict, want: dict, tokens: int) -> None:
-            model = self.error_model({**sz, "P": 0, "T": tokens})
-            for key in ("y", "window_q", "window_k", "window_v"):
-                checks.append(LowpCheck(label, "numpy", key, got[key], want[key], model))
-            checks.append(LowpCheck(label, "numpy", "heads", got["heads"], want["heads"], dataclasses.replace(model, out_stores=0)))
+        def state_at(i: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+            """The NumPy state before token i, rounded to its storage dtypes."""
+            win, hd = states_at(full["states"], i)
+            return tuple(round_to(w, dtype) for w in win), round_to(hd, compute_dtype(dtype))
 
         with torch.no_grad():
             y, st = m(xs, m.initial_state(sz["B"], xs))
-        compare("torch prefill", {"y": to_np(y), **self.state_out(st, H)}, full, n)
+        checks = self.stage_checks("torch prefill", {"y": to_np(y), **self.state_out(st, H)}, full, sz, n)
         if P:
-            win, hd = states_at(full["states"], P)
-            win = tuple(round_to(w, dtype) for w in win)
-            hd = round_to(hd, compute_dtype(dtype))
+            win, hd = state_at(P)
             want = self.numpy_run(rc, win, hd, P)
             with torch.no_grad():
                 y, st = m(xs[:, P:], self.torch_state(rc, win, hd, dtype, device))
-            compare(f"torch from prefix {P}", {"y": to_np(y), **self.state_out(st, H)}, want, sz["T"])
+            checks += self.stage_checks(f"torch from prefix {P}", {"y": to_np(y), **self.state_out(st, H)}, want, sz, sz["T"])
         got, want = [], []
         for i in decode_positions(n):
-            win, hd = states_at(full["states"], i)
-            win = tuple(round_to(w, dtype) for w in win)
-            hd = round_to(hd, compute_dtype(dtype))
+            win, hd = state_at(i)
             w = self.numpy_run(rc, win, hd, i, i + 1)
             with torch.no_grad():
                 y, st = m(xs[:, i : i + 1], self.torch_state(rc, win, hd, dtype, device))
             got.append({"y": to_np(y), **self.state_out(st, H)})
             want.append(w)
-        keys = ("y", "heads", "window_q", "window_k", "window_v")
-        compare("torch_decode steps", {k: np.stack([g[k] for g in got], 1) for k in keys},
-                {k: np.stack([w[k] for w in want], 1) for k in keys}, 1)
-        return checks
+        keys = self.lowp_stored + self.lowp_computed
+        return checks + self.stage_checks("torch_decode steps", {k: np.stack([g[k] for g in got], 1) for k in keys},
+                                          {k: np.stack([w[k] for w in want], 1) for k in keys}, sz, 1)
 
     def error_model(self, sizes):
         D, K, V, W, R, H = (sizes[k] for k in "DKVWRH")
@@ -413,11 +423,10 @@ def states_at(states: list[list], i: int) -> tuple[tuple[np.ndarray, ...], np.nd
     return tuple(np.stack([r[0][j] for r in rows]) for j in range(3)), np.stack([r[1] for r in rows])
 
 
-class MLAComponent(Component):
+class MLAComponent(SequenceMixer):
     name = "mla"
     summary = "Gated MLA over B sequences (Lean GatedMLA.forward; GatedMLA prefill, split prefill and decode)"
     template = "mla"
-    lean_targets = ("KimiK3.Sequence.Kernel",)
     kinds = {
         "random": "unit-scale inputs, B rows, a prefix then a split chunk",
         "long": "256 tokens after the prefix",
@@ -429,17 +438,12 @@ class MLAComponent(Component):
     }
     default_sizes = {"D": 24, "H": 3, "Lq": 10, "Lkv": 11, "C": 9, "R": 14, "V": 8, "B": 2, "P": 5, "T": 11}
     graph_file = "mla_packed_step_tiny.json"  # one decode step with 2 cached tokens: compared at t = 2
+    lowp_stored = ("y", "latent", "shared_key")
 
     def config(self, sizes):
         return torch_config(hidden_size=sizes["D"], num_attention_heads=sizes["H"], q_lora_rank=sizes["Lq"],
                             kv_lora_rank=sizes["Lkv"], qk_nope_head_dim=sizes["C"], qk_rope_head_dim=sizes["R"],
                             v_head_dim=sizes["V"])
-
-    def sizes_for_kind(self, kind, thorough=False):
-        return seq_sizes(self.default_sizes, kind, 256, thorough)
-
-    def shrink_sizes(self, sizes):
-        return seq_shrinks(sizes)
 
     def graph_fits(self, case):
         return all(case.sizes[k] == self.default_sizes[k] for k in ("D", "H", "Lq", "Lkv", "C", "R", "V")) and \
@@ -472,20 +476,8 @@ class MLAComponent(Component):
     def torch_outputs(self, case, dtype, device):
         m = self.module(case, dtype, device)
         xs = t64(case.tensors["xs"]).to(device=device, dtype=dtype)
-        out = {}
-        with torch.no_grad():
-            y, c = m(xs, m.initial_state(xs.shape[0], xs))
-            out["torch"] = {"y": to_np(y), **self.cache_out(c)}
-            c, ys = m.initial_state(xs.shape[0], xs), []
-            for a, b in split_calls(case.sizes, torch_config().kda_conv_size):
-                y, c = m(xs[:, a:b], c)
-                ys.append(y)
-            out["torch_split"] = {"y": to_np(torch.cat(ys, 1)), **self.cache_out(c)}
-            c, ys = m.initial_state(xs.shape[0], xs), []
-            for i in range(xs.shape[1]):
-                y, c = m(xs[:, i : i + 1], c)
-                ys.append(y)
-            out["torch_decode"] = {"y": to_np(torch.cat(ys, 1)), **self.cache_out(c)}
+        out = self.prefill_split_decode(m, xs, split_calls(case.sizes, torch_config().kda_conv_size),
+                                        lambda y, c: {"y": to_np(y), **self.cache_out(c)})
         if case.sizes["P"] + case.sizes["T"] >= 3:
             for impl in out.values():
                 impl["y_t2"] = impl["y"][:, 2]
@@ -527,11 +519,6 @@ class MLAComponent(Component):
             ys.append(to_np(r["output"]))
         return {"y_t2": np.stack(ys)}
 
-    def lean_case(self, case):
-        n = case.sizes["P"] + case.sizes["T"]
-        return dataclasses.replace(case, sizes={k: v for k, v in case.sizes.items() if k not in ("B", "P")} | {"T": n},
-                                   tensors={**case.tensors, "xs": case.tensors["xs"][0]})
-
     def lean_slice(self, case, out):
         return {k: out[k][0] for k in ("y", "y_t2") if k in out}
 
@@ -547,12 +534,6 @@ class MLAComponent(Component):
         m = self.module(rc, dtype, device)
         xs = t64(rc.tensors["xs"]).to(device=device, dtype=dtype)
         full = self.numpy_run(rc)
-        checks: list[LowpCheck] = []
-
-        def compare(label: str, got: dict, want: dict, tokens: int) -> None:
-            model = self.error_model({**sz, "P": 0, "T": tokens})
-            for key in ("y", "latent", "shared_key"):
-                checks.append(LowpCheck(label, "numpy", key, got[key], want[key], model))
 
         def cache(i: int) -> mla.MLACache:
             lat, sh = (round_to(full[k][:, :i], dtype) for k in ("latent", "shared_key"))
@@ -560,13 +541,13 @@ class MLAComponent(Component):
 
         with torch.no_grad():
             y, c = m(xs, m.initial_state(sz["B"], xs))
-        compare("torch prefill", {"y": to_np(y), **self.cache_out(c)}, full, n)
+        checks = self.stage_checks("torch prefill", {"y": to_np(y), **self.cache_out(c)}, full, sz, n)
         if P:
             c0 = cache(P)
             want = self.numpy_run(rc, to_np(c0.latent), to_np(c0.shared_key), P)
             with torch.no_grad():
                 y, c = m(xs[:, P:], c0)
-            compare(f"torch from prefix {P}", {"y": to_np(y), **self.cache_out(c)}, want, sz["T"])
+            checks += self.stage_checks(f"torch from prefix {P}", {"y": to_np(y), **self.cache_out(c)}, want, sz, sz["T"])
         got, want = [], []
         for i in decode_positions(n):
             c0 = cache(i)
@@ -575,9 +556,8 @@ class MLAComponent(Component):
                 y, c = m(xs[:, i : i + 1], c0)
             got.append({"y": to_np(y)[:, 0], "latent": to_np(c.latent)[:, -1], "shared_key": to_np(c.shared_key)[:, -1]})
             want.append({"y": w["y"][:, 0], "latent": w["latent"][:, -1], "shared_key": w["shared_key"][:, -1]})
-        compare("torch_decode steps", {k: np.stack([g[k] for g in got], 1) for k in got[0]},
-                {k: np.stack([w[k] for w in want], 1) for k in want[0]}, n)
-        return checks
+        return checks + self.stage_checks("torch_decode steps", {k: np.stack([g[k] for g in got], 1) for k in got[0]},
+                                          {k: np.stack([w[k] for w in want], 1) for k in want[0]}, sz, n)
 
     def error_model(self, sizes):
         D, Lq, Lkv, C, R, V, H = (sizes[k] for k in ("D", "Lq", "Lkv", "C", "R", "V", "H"))

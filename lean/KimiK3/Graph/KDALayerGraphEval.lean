@@ -137,14 +137,14 @@ theorem layerFrag_denote {Γ : List Shape} {D H K V R W : Nat} (logFloor l2Eps :
     simp only [prepare, projectConv, headInput, retention, logDecay, Seq.memo2_eq, Seq.memoFn_eq]
     simp [Seq.silu, mul2, add2, Seq.l2Normalize_eq_core,
       eval_convTerm, eval_siluTerm, eval_expandHeadTerm', eval_batchedReadTerm',
-      Tensor.l2NormLast_eta, Tensor.vecMatMul_eta, Tensor.scale_eta, UnaryFn.apply, BinaryFn.apply,
+      Tensor.l2NormLast_eta, Tensor.vecMatMul_eta, Tensor.scale_eta, Tensor.map_eta, UnaryFn.apply, BinaryFn.apply,
       Seq.sum_eq, hqp, hkp, hvp, hqc, hkc, hvc, hdd, hdu, hdb, hls, hbp, hx, hrows, hh]
   · simp only [layerStep, output, Seq.memoFn_eq, Seq.memo2_eq]
     simp [prepare, projectConv, headInput, retention, logDecay, read, Seq.silu, mul2, add2,
       Seq.l2Normalize_eq_core, Seq.vecMatMul_eq_core, Seq.rmsNorm_eq_core,
       eval_convTerm, eval_siluTerm, eval_expandHeadTerm', eval_batchedReadTerm',
       Tensor.l2NormLast_eta, Tensor.rmsNormLast_eta, Tensor.sumLast_eta, Tensor.vecMatMul_eta, Tensor.scale_eta,
-      UnaryFn.apply, BinaryFn.apply, Tensor.swapAxes01_eta, Seq.sum_eq, Seq.memo2_eq, Seq.memoFn_eq,
+      Tensor.map_eta, UnaryFn.apply, BinaryFn.apply, Tensor.swapAxes01_eta, Seq.sum_eq, Seq.memo2_eq, Seq.memoFn_eq,
       hqp, hkp, hvp, hqc, hkc, hvc, hdd, hdu, hdb, hls, hbp, hgw, hon, hop, hx, hrows, hh]
 
 end Field
