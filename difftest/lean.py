@@ -136,11 +136,12 @@ def evaluate(
 ) -> tuple[list[dict[str, np.ndarray]], dict]:
     """Lean outputs for every (component, case), running one Lean process for the uncached ones.
 
-    Returns the outputs and a small record (`cached`, `ran`, `seconds`).
+    Returns the outputs and a small record (`cached`, `ran`, `seconds`; `from_cache`: per item,
+    whether its result came from the cache).
     """
     targets = tuple(dict.fromkeys(t for component, _ in items for t in component.lean_targets))
     if not items:
-        return [], {"cached": 0, "ran": 0, "seconds": 0.0}
+        return [], {"cached": 0, "ran": 0, "seconds": 0.0, "from_cache": []}
     shash = _sources_hash(targets)
     folder = cache_dir()
     keys = [case_key(c, case, shash) for c, case in items]
@@ -152,7 +153,8 @@ def evaluate(
                 stored = json.loads(path.read_text(encoding="utf-8"))
                 results[i] = {k: np.array(v["values"], dtype=np.float64).reshape(v["shape"]) for k, v in stored.items()}
     todo = [i for i, r in enumerate(results) if r is None]
-    record = {"cached": len(items) - len(todo), "ran": len(todo), "seconds": 0.0}
+    record = {"cached": len(items) - len(todo), "ran": len(todo), "seconds": 0.0,
+              "from_cache": [r is not None for r in results]}
     if todo:
         batch = [items[i] for i in todo]
         progress(f"lean: evaluating {len(batch)} case(s) in one bundle ({len(items) - len(todo)} cached) ...")

@@ -78,8 +78,11 @@ def summary(run: RunResult) -> dict:
                 s["tolerances"][c.dtype] = (min(lo, c.tol), max(hi, c.tol))
         for dtype, figures in r.info.items():
             s["whole_model"].setdefault(dtype, []).append({"case": r.case.index, **figures})
-    for s in comps.values():
+    lean_counts = run.lean_record.get("components", {})
+    for name, s in comps.items():
         s["implementations"] = sorted(s["implementations"])
+        # the Lean leg's cases: evaluated, from the cache, skipped (by reason: `runner.lean_plan`)
+        s["lean"] = lean_counts.get(name, {"evaluated": 0, "cached": 0, "skipped": {}})
     failures = []
     for r in run.results:
         if r.passed:

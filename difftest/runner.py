@@ -191,21 +191,52 @@ def lean_items(items: list[tuple[Component, Case]]) -> list[tuple[int, Component
     return out
 
 
+#: why the Lean leg did not evaluate a case (the summary's `lean.skipped` keys)
+NO_TEMPLATE, NOT_DEFAULT, KIND_SKIPPED, BEYOND_CASES, NO_LEAN = (
+    "no template", "not in the default run (--lean-all)", "kind skipped (--lean-all)", "beyond --lean-cases", "--no-lean")
+
+
+def lean_plan(items: list[tuple[Component, Case]], lean_cases: int | None,
+              lean_all: bool) -> list[tuple[Case | None, str]]:
+    """Per item: (the Lean leg's view, "") when Lean evaluates it, else (None, why not). Per
+    component the first `lean_cases` (all when None) of its cases, of the components with
+    `lean_default` and without the kinds in `lean_skip_kinds` unless `lean_all`."""
+    taken: dict[str, int] = {}
+    plan: list[tuple[Case | None, str]] = []
+    for comp, case in items:
+        view = comp.lean_case(case) if comp.template else None
+        if view is None:
+            reason = NO_TEMPLATE
+        elif not lean_all and not comp.lean_default:
+            reason = NOT_DEFAULT
+        elif not lean_all and case.kind in comp.lean_skip_kinds:
+            reason = KIND_SKIPPED
+        elif lean_cases is not None and taken.get(comp.name, 0) >= lean_cases:
+            reason = BEYOND_CASES
+        else:
+            taken[comp.name] = taken.get(comp.name, 0) + 1
+            reason = ""
+        plan.append((None if reason else view, reason))
+    return plan
+
+
 def lean_chosen(items: list[tuple[Component, Case]], lean_cases: int | None,
                 lean_all: bool) -> list[tuple[int, Component, Case]]:
-    """The items Lean evaluates: per component the first `lean_cases` (all when None) of its cases,
-    of the components with `lean_default` and without the kinds in `lean_skip_kinds` unless
-    `lean_all`."""
-    taken: dict[str, int] = {}
-    chosen = []
-    for i, comp, view in lean_items(items):
-        if not lean_all and (not comp.lean_default or items[i][1].kind in comp.lean_skip_kinds):
-            continue
-        if lean_cases is not None and taken.get(comp.name, 0) >= lean_cases:
-            continue
-        taken[comp.name] = taken.get(comp.name, 0) + 1
-        chosen.append((i, comp, view))
-    return chosen
+    """(position, component, view) of the items Lean evaluates (`lean_plan`)."""
+    return [(i, items[i][0], view) for i, (view, _) in enumerate(lean_plan(items, lean_cases, lean_all)) if view is not None]
+
+
+def lean_counts(items: list[tuple[Component, Case]], status: list[str]) -> dict[str, dict]:
+    """Per component: how many cases the Lean leg evaluated, took from the cache, and skipped
+    (by reason); `status` per item: "evaluated", "cached" or the reason it was skipped."""
+    counts: dict[str, dict] = {}
+    for (comp, _), st in zip(items, status):
+        c = counts.setdefault(comp.name, {"evaluated": 0, "cached": 0, "skipped": {}})
+        if st in ("evaluated", "cached"):
+            c[st] += 1
+        else:
+            c["skipped"][st] = c["skipped"].get(st, 0) + 1
+    return counts
 
 
 def run(components: list[str], cases: int | None = None, seed: int = 0,
@@ -224,12 +255,17 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     progress(f"difftest: {len(items)} case(s) of {', '.join(components)}; dtypes {', '.join(dtypes)}; device {device}")
     lean_outs: list = [None] * len(items)
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
+    status = [NO_LEAN if lean_cases != 0 else "--lean-cases 0"] * len(items)
     if use_lean:
         chosen = lean_chosen(items, lean_cases, lean_all)
+        status = [reason for _, reason in lean_plan(items, lean_cases, lean_all)]
         outs, rec = lean.evaluate([(comp, view) for _, comp, view in chosen], use_cache, progress)
-        for (i, _, _), out in zip(chosen, outs):
+        for (i, _, _), out, cached in zip(chosen, outs, rec.pop("from_cache")):
             lean_outs[i] = out
+            status[i] = "cached" if cached else "evaluated"
         record.update(rec)
+    record["components"] = lean_counts(items, status)
+    record["skipped"] = sum(sum(c["skipped"].values()) for c in record["components"].values())
     results = []
     for (comp, case), lo in zip(items, lean_outs):
         t0 = time.monotonic()

@@ -204,7 +204,7 @@ def test_cli_list_names_every_component_kind_and_reference() -> None:
     for comp in COMPONENTS.values():
         assert all(f"kind {kind} " in r.output for kind in comp.kinds), comp.name
         assert comp.references(), f"{comp.name} has only torch paths"
-    assert "references: graph, numpy; graph: decoder_step_tiny.json" in r.output
+    assert "references: lean, graph, numpy; graph: decoder_step_tiny.json; Lean: default run" in r.output
 
 
 def test_a_component_with_only_torch_paths_says_so(monkeypatch) -> None:
@@ -216,16 +216,15 @@ def test_a_component_with_only_torch_paths_says_so(monkeypatch) -> None:
     assert "references: none: torch paths only" in r.output
 
 
-def test_decoder_step_has_no_lean_path_even_with_lean_all() -> None:
-    """`decoder_step` has no Lean template: `--lean-all` leaves it to the graph (no Lean process)."""
-    result = runner.run(["decoder_step"], cases=1, seed=0, dtypes=["float64"], use_lean=True, lean_all=True, shrink=False)
+def test_decoder_step_without_lean_compares_graph_numpy_torch() -> None:
+    """`--no-lean`: the graph and NumPy legs are `decoder_step`'s references (its Lean leg, in
+    the default run: tests/test_difftest_decoder.py)."""
+    result = runner.run(["decoder_step"], cases=1, seed=0, dtypes=["float64"], use_lean=False, shrink=False)
     assert result.passed and result.lean_record["ran"] == 0 and result.lean_record["cached"] == 0
     compared = {(c.impl, c.ref) for c in result.results[0].comparisons}
     assert compared == {("graph", "numpy"), ("torch", "numpy"), ("torch", "graph")}
     routes = [c for c in result.results[0].comparisons if c.output.endswith(".route")]
     assert len(routes) == 3 * 4 and all(c.tol == 0.0 for c in routes)  # MoE layers 2-5, exact, per leg pair
-    r = CliRunner().invoke(main, ["list"])
-    assert "decoder_step" in r.output and "Lean: none" in r.output
 
 
 def test_shrinking_keeps_the_new_kinds(monkeypatch) -> None:

@@ -9,7 +9,12 @@ of 3). Legs:
 * graph: the Lean export of one step after exactly 3 prefix tokens, per row, fed the NumPy
   prefix states (KDA: the last three layer inputs and the heads; MLA: the caches) and the NumPy
   routes staged into its slots (the route is checked against the top-k of the graph's own
-  router scores).
+  router scores);
+* Lean: the executable spec's language model (`Exec.LanguageModel.runF`, equal to the reference
+  `LanguageModel.run` by `Exec.LanguageModel.run_eq`) on the same spec parameters, every row from
+  the initial state over its prefix and step token (templates/decoder_step.lean.j2): the step
+  token's logits, the new KDA heads and MLA caches. Its configuration values and layer schedule
+  come from the Lean leg's reading (`lean_config`), its widths from the parameters' shapes.
 
 Low precision: every stage of the step (each layer's AttnRes reads, norms, mixer and channel
 mixer, the final read, norm and head) at the run's dtype on the NumPy reference's own inputs at
@@ -20,13 +25,24 @@ against the float64 NumPy logits: KL divergence and top-1 agreement.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import torch
 
 from difftest import numpy_ref as ref
 from difftest.case import Case
-from difftest.components.base import F64, Component, ErrorModel, LowpCheck, compiled, round_to, t64, to_np, torch_config
+from difftest.components.base import (
+    F64,
+    ErrorModel,
+    ExecComponent,
+    LowpCheck,
+    compiled,
+    round_to,
+    t64,
+    to_np,
+    torch_config,
+)
 from difftest.components.channel import LatentMoEComponent
 from difftest.components.depth import AttnResComponent
 from difftest.components.sequence import KDALayerComponent, MLAComponent
@@ -53,10 +69,12 @@ def layer_tag(i: int) -> str:
     return f"L{i + 1}."
 
 
-class DecoderStepComponent(Component):
+class DecoderStepComponent(ExecComponent):
     name = "decoder_step"
-    summary = "one cached token step of the whole tiny decoder, B rows (graph decoder_step_tiny; KimiK3ForCausalLM)"
-    template = ""  # no Lean path yet: the step's Lean evaluation is too slow offline
+    summary = ("one cached token step of the whole tiny decoder, B rows (Lean LanguageModel.run; "
+               "graph decoder_step_tiny; KimiK3ForCausalLM)")
+    template = "decoder_step"
+    lean_skip_kinds = ("long",)  # 41 tokens per row from the initial state: minutes in the interpreter
     kinds = {
         "random": "a seeded model, B rows of different token ids",
         "long": "40 prefix tokens (no graph: it is exported for 3)",
@@ -202,6 +220,97 @@ class DecoderStepComponent(Component):
                     out.setdefault(p + "router_scores", []).append(scores)
                     out.setdefault(p + "route", []).append(np.array(sorted(ref.top_k(scores, own["top_k"])), np.float64))
         return {k: np.stack(v) for k, v in out.items()}
+
+    # --- Lean ------------------------------------------------------------------------------------
+    def lean_schedule(self, n_layers: int) -> list[dict[str, bool]]:
+        """Per layer, whether it is MLA and MoE, from the Lean leg's configuration reading."""
+        cfg = self.lean_config()
+        return [{"mla": n in cfg["mla_layers"], "moe": n in cfg["moe_layers"]} for n in range(1, n_layers + 1)]
+
+    def lean_case(self, case):
+        """The Lean leg's view: the seeded model's spec parameters (`pybridge.adapter.hub_to_spec`,
+        as the NumPy leg) with the convolution taps and the experts stacked as the executable
+        structures take them, each AttnRes query with its score-norm gain folded in
+        (`gain ⊙ query`, `weighted_query`: `AttnRes.specFwd_eq_attendPacked_gain`), and the rows'
+        token ids. Its sizes: the rows `B`, the prefix `P`, the layer count `L` and the widths
+        of `Exec.ModelDims` (from the parameters' shapes; the caps, top-k and block size from the
+        Lean leg's configuration reading)."""
+        seed, ids = self.seed_and_ids(case)
+        model = tiny_model(seed)
+        spec = {k: to_np(v) for k, v in adapter.hub_to_spec(model.config, model.state_dict()).items()}
+        tensors: dict[str, np.ndarray] = {}
+        stacks: dict[str, dict[int, np.ndarray]] = {}
+        for name, t in spec.items():
+            m = re.fullmatch(r"(.+_conv)\.(\d+)|(.+)\[(\d+)\]", name)  # `kda.query_conv.0`, `moe.shared.gate[0]`
+            if m:
+                stacks.setdefault(m[1] or m[3], {})[int(m[2] or m[4])] = t
+            elif name.endswith(".query"):
+                base = name.removesuffix(".query")
+                tensors[base + ".weighted_query"] = spec[base + ".norm_gain"] * t
+            elif not name.endswith(".norm_gain"):
+                tensors[name] = t
+        tensors.update({k: np.stack([v[i] for i in range(len(v))]) for k, v in stacks.items()})
+        n_layers = sum(1 for k in tensors if k.endswith(".seq_norm.scale"))
+        schedule = self.lean_schedule(n_layers)
+        for n, lay in enumerate(schedule, 1):
+            for key, what in ((f"layers.{n}.mla.kv_down" if lay["mla"] else f"layers.{n}.kda.query_proj", "MLA" if lay["mla"] else "KDA"),
+                              (f"layers.{n}.router.weight" if lay["moe"] else f"layers.{n}.mlp.gateWeight", "MoE" if lay["moe"] else "dense")):
+                if key not in tensors:
+                    raise ValueError(f"decoder_step Lean leg: the Lean configuration makes layer {n} {what}, "
+                                     f"but the parameters have no '{key}'")
+        tensors["ids"] = ids.astype(np.float64)
+        return dataclasses.replace(case, sizes={"B": ids.shape[0], "P": ids.shape[1] - 1, "L": n_layers,
+                                                **self.lean_dims(tensors, schedule)}, tensors=tensors)
+
+    def lean_dims(self, t: dict[str, np.ndarray], schedule: list[dict[str, bool]]) -> dict[str, int]:
+        """`Exec.ModelDims` (template names) from the view's parameter shapes and the Lean leg's
+        configuration (block size, top-k, the SiTU caps: natural numbers there)."""
+        cfg = self.lean_config()
+
+        def first(kind: str, suffix: str) -> tuple[int, ...]:
+            """The shape of `suffix` in the first layer of `kind` (zeros where the schedule has none)."""
+            n = next((n for n, lay in enumerate(schedule, 1) if {"kda": not lay["mla"], "mla": lay["mla"], "dense": not lay["moe"],
+                                                                 "moe": lay["moe"]}[kind]), None)
+            return (0, 0, 0) if n is None else t[f"layers.{n}.{suffix}"].shape
+
+        def whole(field: str) -> int:
+            v = float(cfg[field])
+            if not v.is_integer() or v < 0:
+                raise ValueError(f"decoder_step Lean leg: configuration field '{field}' = {cfg[field]!r} is not a natural "
+                                 "number (Exec.ModelDims takes it as a Nat)")
+            return int(v)
+
+        vocab, D = t["token_embedding"].shape
+        _, Hk, K = first("kda", "kda.query_proj")
+        _, _, Vk = first("kda", "kda.value_proj")
+        W, _, _ = first("kda", "kda.query_conv")
+        _, R = first("kda", "kda.decay_down")[:2]
+        Hm, Lq, C = first("mla", "mla.query_content_up")
+        _, Lkv, Vm = first("mla", "mla.value_up")
+        _, Rs = first("mla", "mla.shared_key_down")[:2]
+        _, F = first("dense", "mlp.gateWeight")[:2]
+        S, _, h = first("moe", "moe.shared.gate")
+        E, l, hr = first("moe", "moe.expert.gate")
+        if h != hr:
+            raise ValueError(f"decoder_step Lean leg: shared experts {h} wide, routed {hr}: Exec.ModelDims has one expertHidden")
+        return {"vocab": vocab, "D": D, "block": whole("block_size"), "Hm": Hm, "Lq": Lq, "Lkv": Lkv, "C": C, "Rs": Rs,
+                "Vm": Vm, "Hk": Hk, "K": K, "Vk": Vk, "W": W, "R": R, "F": F, "l": l, "h": h, "S": S, "E": E,
+                "k": whole("top_k"), "gc": whole("gate_cap"), "uc": whole("up_cap")}
+
+    def lean_context(self, case):
+        return {**super().lean_context(case), "layers": self.lean_schedule(case.sizes["L"]),
+                "ids": [[int(i) for i in row] for row in case.tensors["ids"]]}
+
+    def lean_output_shapes(self, case):
+        s = case.sizes
+        out = {"logits": (s["B"], s["vocab"])}
+        for i, lay in enumerate(self.lean_schedule(s["L"])):
+            p = layer_tag(i)
+            if lay["mla"]:
+                out[p + "latent_cache"], out[p + "shared_key_cache"] = (s["B"], s["P"] + 1, s["Lkv"]), (s["B"], s["P"] + 1, s["Rs"])
+            else:
+                out[p + "heads"] = (s["B"], s["Hk"], s["K"], s["Vk"])
+        return out
 
     def exact_outputs(self):
         cfg = torch_config()
