@@ -6,9 +6,8 @@ its pybridge module, its NumPy reference and, when an export exists, its graph f
 
 `lean_default` marks the components the default run evaluates in Lean: every component whose
 template calls the executable specification (`KimiK3.Exec`, seconds per case offline:
-`base.ExecComponent`; the sequence mixers, `sequence.SequenceMixer`, leave their `long` kind out);
-`--lean-all` evaluates every one that has a Lean template; `decoder_step`, the whole decoder
-token step, has none yet: its graph and NumPy legs are the references.
+`base.ExecComponent`; the sequence mixers, `sequence.SequenceMixer`, and `decoder_step`, the
+whole decoder token step, leave their `long` kind out); `--lean-all` evaluates every case.
 """
 
 from __future__ import annotations
