@@ -257,8 +257,9 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     status = [NO_LEAN if lean_cases != 0 else "--lean-cases 0"] * len(items)
     if use_lean:
-        chosen = lean_chosen(items, lean_cases, lean_all)
-        status = [reason for _, reason in lean_plan(items, lean_cases, lean_all)]
+        plan = lean_plan(items, lean_cases, lean_all)
+        chosen = [(i, items[i][0], view) for i, (view, _) in enumerate(plan) if view is not None]
+        status = [reason for _, reason in plan]
         outs, rec = lean.evaluate([(comp, view) for _, comp, view in chosen], use_cache, progress)
         for (i, _, _), out, cached in zip(chosen, outs, rec.pop("from_cache")):
             lean_outs[i] = out

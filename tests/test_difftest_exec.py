@@ -16,7 +16,7 @@ EXEC_COMPONENTS = ("expert", "latent_moe", "kda_recurrence", "kda_layer", "mla",
 
 
 def test_default_run_evaluates_every_component_in_lean_through_exec() -> None:
-    for name in EXEC_COMPONENTS:
+    for name in (*EXEC_COMPONENTS, "decoder_step"):
         comp = COMPONENTS[name]
         assert comp.lean_default and comp.lean_targets == ("KimiK3.Exec.Kernel",), name
         ((_, _, view),) = runner.lean_items(runner.build_cases([name], 1, seed=0))
