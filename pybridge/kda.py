@@ -54,6 +54,7 @@ def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(x.to(cd) for x in xs)
 
 
+GROUP_TOKENS = 256  # kda_chunked works through the sequence in groups of whole chunks of about this many tokens
 SUB_CHUNK = 16  # kda_chunked: the sub-chunk whose middle value is the reference of its own e^{G_t-G_s}
 
 
@@ -98,14 +99,36 @@ def kda_chunked(
     gate keeps g >= lower_bound = -5), and a product of factors <= 1 underflows only where the
     exact term is below the dtype's smallest normal number. This changes only how
     e^{G_t-G_s} is factored, not the system. The padding tail of the last chunk is an identity
-    update too. Computes in `compute_dtype`; returns o in the inputs' dtype and S in the
-    compute dtype.
+    update too.
+
+    The sequence is processed in groups of whole chunks (about GROUP_TOKENS tokens), so the
+    intermediates take O(group) memory, not O(T): they stay in cache, and on a CPU the allocator
+    reuses their memory instead of faulting in fresh pages for every tensor (which cost more
+    than the arithmetic). Computes in `compute_dtype`; returns o in the inputs' dtype and S in
+    the compute dtype.
     """
     stored = q_bthk.dtype
     q_bthk, k_bthk, v_bthv, g_bthk, beta_bth = _compute(q_bthk, k_bthk, v_bthv, g_bthk, beta_bth)
     B, T, H, K = q_bthk.shape
     V, C = v_bthv.shape[-1], chunk_size
-    q, k, v, g, beta = (_chunks(x, C) for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth[..., None]))
+    N, per = -(-T // C), max(1, GROUP_TOKENS // C)  # chunks, chunks per group
+    S = q_bthk.new_zeros(B * H, K, V) if state_bhkv is None else state_bhkv.to(q_bthk.dtype).reshape(B * H, K, V).clone()
+    out = q_bthk.new_empty(B, N, C, H, V)
+    for n0 in range(0, N, per):
+        t0, t1 = n0 * C, min((n0 + per) * C, T)
+        o = _chunk_group(*(x[:, t0:t1] for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth[..., None])), S, C)
+        n = o.shape[0]
+        torch.mul(o[:, :, :C].view(n, B, H, C, V).permute(1, 0, 3, 2, 4), scale, out=out[:, n0 : n0 + n])
+    return out.view(B, N * C, H, V)[:, :T].to(stored), S.view(B, H, K, V)
+
+
+def _chunk_group(
+    q_bthk: torch.Tensor, k_bthk: torch.Tensor, v_bthv: torch.Tensor, g_bthk: torch.Tensor, beta_bth1: torch.Tensor,
+    S: torch.Tensor, C: int,
+) -> torch.Tensor:
+    """`kda_chunked` on a run of whole chunks (the last one may be short): returns o [N, B*H, C', V]
+    (unscaled) and advances S [B*H, K, V] in place."""
+    q, k, v, g, beta = (_chunks(x, C) for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth1))
     N, _, Cp, _ = q.shape
     G = g.cumsum_(dim=-2)
     M, P, q_hat, k_hat, k_tail = _intra_chunk(q, k, G)
@@ -113,16 +136,15 @@ def kda_chunked(
     inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
     inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
     U, W = inv @ v, inv @ k_hat  # e = U - W S0
+    MU, Q = M @ U, torch.baddbmm(q_hat.flatten(0, 1), M.flatten(0, 1), W.flatten(0, 1), alpha=-1).view_as(q_hat)
     decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
-    S = q.new_zeros(B * H, K, V) if state_bhkv is None else state_bhkv.to(q.dtype).reshape(B * H, K, V)
+    # per chunk: e = U - W S0, O = Q S0 + M U with Q = Q_hat - M W, S0 <- Diag(e^{G_C}) S0 + K_tail^T e
     o = v  # v (a private copy) is not read after U: its buffer holds the output
     for n in range(N):
         e = torch.baddbmm(U[n], W[n], S, alpha=-1)
-        torch.baddbmm(q_hat[n] @ S, M[n], e, out=o[n])
-        S = torch.baddbmm(decay[n] * S, k_tail[n].mT, e)
-    out = o.new_empty(B, N, C, H, V)
-    torch.mul(o[:, :, :C].view(N, B, H, C, V).permute(1, 0, 3, 2, 4), scale, out=out)
-    return out.view(B, N * C, H, V)[:, :T].to(stored), S.reshape(B, H, K, V)
+        torch.baddbmm(MU[n], Q[n], S, out=o[n])
+        S.mul_(decay[n]).baddbmm_(k_tail[n].mT, e)
+    return o
 
 
 def _chunks(x_bthd: torch.Tensor, C: int) -> torch.Tensor:
