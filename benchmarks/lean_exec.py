@@ -114,6 +114,17 @@ class DecoderBench:
         mla = set(lac["full_attn_layers"])
         self.layers = [{"mla": (i + 1) in mla, "moe": i >= cfg["first_k_dense_replace"]} for i in range(n)]
 
+    def scalars(self) -> dict[str, np.ndarray]:
+        """The config's scalars at each site, with the defaults `pybridge.config` documents."""
+        cfg, lac = self.cfg, self.cfg["linear_attn_config"]
+        eps = cfg["rms_norm_eps"]
+        v = {"eps": eps, "res_eps": cfg.get("attn_res_norm_eps", eps), "final_eps": cfg.get("final_norm_eps", eps),
+             "mla_eps": cfg.get("mla_latent_norm_eps", 1e-6), "moe_eps": cfg.get("latent_moe_norm_eps", eps),
+             "kda_eps": lac.get("output_norm_eps", eps), "l2_eps": lac.get("l2_norm_eps", 1e-6),
+             "query_scale": lac.get("query_scale", lac["head_k_dim"] ** -0.5),
+             "routed_scale": cfg.get("routed_scaling_factor", 1.0)}
+        return {k: np.array(x) for k, x in v.items()}
+
     def lean_context(self, case: Case) -> dict:
         return {"layers": self.layers, "ids": [int(i) for i in case.tensors["ids"]]}
 
@@ -139,7 +150,8 @@ class DecoderBench:
                 H, K, V, W, R = s["Hk"], s["K"], s["Vk"], s["W"], s["R"]
                 t.update({p + "Wq": g(D, H, K), p + "Wk": g(D, H, K), p + "Wv": g(D, H, V), p + "conv_q": g(W, H, K),
                           p + "conv_k": g(W, H, K), p + "conv_v": g(W, H, V), p + "decay_down": g(D, R),
-                          p + "decay_up": g(R, H, K), p + "log_scale": rng.standard_normal(H) * 0.5,
+                          p + "decay_up": g(R, H, K), p + "dt_bias": rng.standard_normal((H, K)) * 0.5,
+                          p + "log_scale": rng.standard_normal(H) * 0.5,
                           p + "beta_proj": g(D, H), p + "gate": g(D, H, V), p + "out_norm": rng.uniform(0.5, 1.5, V),
                           p + "out_proj": g(H * V, D).reshape(H, V, D)})
             if lay["moe"]:
@@ -154,7 +166,7 @@ class DecoderBench:
             t.update({p + "w_seq": rng.standard_normal(D), p + "w_chan": rng.standard_normal(D),
                       p + "seq_norm": rng.uniform(0.5, 1.5, D), p + "chan_norm": rng.uniform(0.5, 1.5, D)})
         t.update({"w_final": rng.standard_normal(D), "final_norm": rng.uniform(0.5, 1.5, D), "head": g(D, s["vocab"]),
-                  "eps": np.array(self.cfg["rms_norm_eps"]), "l2_eps": np.array(1e-6),
+                  **self.scalars(),
                   "log_floor": np.array(self.cfg["linear_attn_config"]["gate_lower_bound"]),
                   "score_scale": np.array(self.cfg["mla_score_scale"])})
         t = {k: np.array(v, dtype=np.float64, order="C") for k, v in t.items()}

@@ -31,8 +31,13 @@ GRAPHS = REPO / "fixtures" / "graphs"
 FIELDS: dict[str, str] = {
     "gate_cap": "SiTU gate cap c_g (activation_situ_beta)",
     "up_cap": "SiTU up cap c_u (activation_situ_linear_beta)",
-    "rms_eps": "RMSNorm ε (rms_norm_eps)",
-    "l2_eps": "KDA q/k L2-normalization ε (not a hub field: fla's 1e-6)",
+    "rms_eps": "ε of the two pre-norms of every layer (rms_norm_eps)",
+    "attn_res_eps": "ε of the AttnRes score norms (attn_res_norm_eps; default rms_norm_eps)",
+    "final_eps": "ε of the final norm (final_norm_eps; default rms_norm_eps)",
+    "mla_latent_eps": "ε of MLA's q_a/kv_a latent norms (mla_latent_norm_eps; default 1e-6, as the hub hard-codes)",
+    "moe_eps": "ε of the LatentMoE routed norm (latent_moe_norm_eps; default rms_norm_eps)",
+    "kda_out_eps": "ε of the KDA output norm (linear_attn_config.output_norm_eps; default rms_norm_eps)",
+    "l2_eps": "KDA q/k L2-normalization ε (linear_attn_config.l2_norm_eps; default fla's 1e-6)",
     "log_floor": "KDA log-decay floor g_min (linear_attn_config.gate_lower_bound)",
     "query_scale": "KDA readout scale (linear_attn_config.query_scale; default head_k_dim^-1/2)",
     "score_scale": "MLA score scale (mla_score_scale; default (qk_nope + qk_rope)^-1/2)",
@@ -47,12 +52,12 @@ FIELDS: dict[str, str] = {
 def torch_reading(path: Path = TINY_CONFIG) -> dict:
     """The values as pybridge reads them (the torch leg's reader)."""
     from pybridge.config import load_config
-    from pybridge.kda import L2_EPS
-
     c = load_config(path)
     layers = range(c.num_hidden_layers)
     return {
-        "gate_cap": c.situ_gate_cap, "up_cap": c.situ_up_cap, "rms_eps": c.rms_norm_eps, "l2_eps": L2_EPS,
+        "gate_cap": c.situ_gate_cap, "up_cap": c.situ_up_cap, "rms_eps": c.rms_norm_eps,
+        "attn_res_eps": c.attn_res_norm_eps, "final_eps": c.final_norm_eps, "mla_latent_eps": c.mla_latent_norm_eps,
+        "moe_eps": c.latent_moe_norm_eps, "kda_out_eps": c.kda_output_norm_eps, "l2_eps": c.kda_l2_norm_eps,
         "log_floor": c.kda_gate_lower_bound, "query_scale": c.kda_query_scale, "score_scale": c.mla_score_scale,
         "routed_scaling": c.routed_scaling_factor, "top_k": c.num_experts_per_token, "block_size": c.attn_res_block_size,
         "mla_layers": tuple(i + 1 for i in layers if c.is_mla(i)), "moe_layers": tuple(i + 1 for i in layers if c.is_moe(i)),
@@ -85,11 +90,17 @@ def own_reading(path: Path = TINY_CONFIG) -> dict:
     n_layers = int(num(d, "num_hidden_layers"))
     head_k = int(num(lac, "head_k_dim", num(lac, "head_dim")))
     first_dense, freq = int(num(d, "first_k_dense_replace", 0)), int(num(d, "moe_layer_freq", 1))
+    eps = num(d, "rms_norm_eps")
     return {
         "gate_cap": num(d, "activation_situ_beta"),
         "up_cap": num(d, "activation_situ_linear_beta"),
-        "rms_eps": num(d, "rms_norm_eps"),
-        "l2_eps": 1e-6,
+        "rms_eps": eps,
+        "attn_res_eps": num(d, "attn_res_norm_eps", eps),
+        "final_eps": num(d, "final_norm_eps", eps),
+        "mla_latent_eps": num(d, "mla_latent_norm_eps", 1e-6),
+        "moe_eps": num(d, "latent_moe_norm_eps", eps),
+        "kda_out_eps": num(lac, "output_norm_eps", eps),
+        "l2_eps": num(lac, "l2_norm_eps", 1e-6),
         "log_floor": num(lac, "gate_lower_bound"),
         "query_scale": num(lac, "query_scale", head_k ** -0.5),
         "score_scale": num(d, "mla_score_scale", (num(d, "qk_nope_head_dim") + num(d, "qk_rope_head_dim")) ** -0.5),
@@ -114,7 +125,10 @@ def lean_reading(path: Path = LEAN_TINY_CONFIG, doc: dict | None = None) -> dict
     lac = d.get("linear_attn_config", {})
     out = {}
     for key, src, field in (("gate_cap", d, "activation_situ_beta"), ("up_cap", d, "activation_situ_linear_beta"),
-                            ("rms_eps", d, "rms_norm_eps"), ("log_floor", lac, "gate_lower_bound"),
+                            ("rms_eps", d, "rms_norm_eps"), ("attn_res_eps", d, "attn_res_norm_eps"),
+                            ("final_eps", d, "final_norm_eps"), ("mla_latent_eps", d, "mla_latent_norm_eps"),
+                            ("moe_eps", d, "latent_moe_norm_eps"), ("kda_out_eps", lac, "output_norm_eps"),
+                            ("l2_eps", lac, "l2_norm_eps"), ("log_floor", lac, "gate_lower_bound"),
                             ("query_scale", lac, "query_scale"), ("score_scale", d, "mla_score_scale"),
                             ("routed_scaling", d, "routed_scaling_factor"), ("top_k", d, "num_experts_per_token"),
                             ("block_size", d, "attn_res_block_size")):

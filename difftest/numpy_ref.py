@@ -84,7 +84,7 @@ def latent_moe(x_d: np.ndarray, p: Params, cfg: dict, shared: int, experts: int,
     z = x_d @ p["moe.downProject"]
     routed = sum(w * expert(z, p[f"moe.expert.gate[{e}]"], p[f"moe.expert.up[{e}]"], p[f"moe.expert.down[{e}]"], cfg)
                  for w, e in zip(weights, chosen))
-    return out + rms_norm(routed, cfg["rms_eps"], p["moe.routedNormScale"]) @ p["moe.upProject"], chosen, adjusted
+    return out + rms_norm(routed, cfg["moe_eps"], p["moe.routedNormScale"]) @ p["moe.upProject"], chosen, adjusted
 
 
 # --- depth ---------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def kda_layer_step(windows: tuple[np.ndarray, np.ndarray, np.ndarray], heads_hkv
     y = np.zeros(p["output_proj"].shape[-1])
     for h in range(H):
         o, new[h] = kda_head_step(heads_hkv[h], q[h], k[h], v[h], alpha[h], beta[h])
-        y += (rms_norm(cfg["query_scale"] * o, cfg["rms_eps"], p["out_norm_scale"]) * gate[h]) @ p["output_proj"][h]
+        y += (rms_norm(cfg["query_scale"] * o, cfg["kda_out_eps"], p["out_norm_scale"]) * gate[h]) @ p["output_proj"][h]
     return y, tuple(w[1:] for w in new_windows), new
 
 
@@ -166,7 +166,7 @@ def mla_step(latent_sl: np.ndarray, shared_sr: np.ndarray, x: np.ndarray, p: Par
              cfg: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gated MLA token (k3-spec §2.3, Eq. 7) over the cache plus the token itself:
     (output, latent cache, shared-key cache), the token appended before attending."""
-    eps = cfg["rms_eps"]
+    eps = cfg["mla_latent_eps"]
     c_q = rms_norm(x @ p["query_down"], eps, p["query_norm_scale"])
     latent = np.concatenate([latent_sl, rms_norm(x @ p["kv_down"], eps, p["kv_norm_scale"])[None]])
     shared = np.concatenate([shared_sr, (x @ p["shared_key_down"])[None]])
@@ -247,7 +247,7 @@ class Decoder:
         return latent_moe(x, self.layer_params(q), self.cfg, self.shared, self.experts, route)
 
     def read(self, name: str, sources: list[np.ndarray]) -> np.ndarray:
-        return retrieve(np.stack(sources), self.p[f"{name}.query"], self.p[f"{name}.norm_gain"], self.cfg["rms_eps"])
+        return retrieve(np.stack(sources), self.p[f"{name}.query"], self.p[f"{name}.norm_gain"], self.cfg["attn_res_eps"])
 
     def step(self, token: int) -> np.ndarray:
         """The logits of `token` after the tokens stepped so far."""
@@ -265,5 +265,5 @@ class Decoder:
             self.record[i + 1] = rec
         self.record["final_sources"] = depth.sources()
         self.record["final_read"] = self.read("final_res", depth.sources())
-        self.record["final_in"] = rms_norm(self.record["final_read"], eps, self.p["final_norm.scale"])
+        self.record["final_in"] = rms_norm(self.record["final_read"], self.cfg["final_eps"], self.p["final_norm.scale"])
         return self.record["final_in"] @ self.p["lm_head.weight"]

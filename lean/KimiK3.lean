@@ -5,6 +5,7 @@ public import KimiK3.Smoke.DoubleFacts
 public import KimiK3.Core.Scalar
 public import KimiK3.Core.ScalarFacts
 public import KimiK3.Core.Kernel
+public import KimiK3.Core.Program
 public import KimiK3.Core.Tensor
 public import KimiK3.Core.Sum
 public import KimiK3.Core.Elementwise

@@ -64,18 +64,21 @@ def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -
 def check_config_cmd(path: str) -> None:
     """Compare a hub config.json (or its folder) with the K3 report's configuration.
 
-    Prints every mismatch by field and exits 1 if there is any; 0 when all report-stated
-    fields agree."""
+    Prints every broken well-formedness condition (Lean `Config.WF`, MX block 32) and every
+    mismatch by field, and exits 1 if there is any; 0 when the file is well formed and all
+    report-stated fields agree."""
     from pybridge.paper_check import check_config
 
     result = check_config(path)
+    for problem in result.wf_problems:
+        click.echo(f"{result.path}: not well formed: {problem}")
     for m in result.mismatches:
         click.echo(m.message(result.path))
     click.echo(
         f"{result.path}: {result.checked} report-stated fields checked, {len(result.mismatches)} mismatches; "
         f"not stated in the report (unchecked): {', '.join(result.unverifiable) or 'none'}"
     )
-    if result.mismatches:
+    if result.mismatches or result.wf_problems:
         sys.exit(1)
 
 

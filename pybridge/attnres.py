@@ -12,7 +12,7 @@ Decisions where the spec is silent (they follow the hub's `_forward_attn_residua
     * each layer commits P <- (P + seqOut) + chanOut once; after `block_size` layers P is
       appended to `blocks` and the partial becomes empty;
     * hub checkpoints store w as two tensors: w = (*_res_norm.weight) * (*_res_proj.weight[0]);
-      the RMSNorm epsilon is `rms_norm_eps`.
+      the score RMSNorm's epsilon is `attn_res_norm_eps` (default `rms_norm_eps`).
 """
 
 from dataclasses import dataclass, field

@@ -9,9 +9,22 @@ Extension keys (absent from the hub file; defaults reproduce the hub code's beha
     KDA head width for keys and values; separate widths let tests use all-distinct dims.
   * `linear_attn_config.decay_rank` (default `head_dim`): rank of the f_a/f_b decay projection.
   * `linear_attn_config.query_scale` (default `head_k_dim ** -0.5`, fla's `chunk_kda` default,
-    which the hub code uses): KDA readout is `o = query_scale * S_t^T q_t`. The Lean spec reads
-    `S_t^T q_t`, i.e. `query_scale = 1.0` (the tiny fixture sets that).
+    which the hub code uses): KDA readout is `o = query_scale * S_t^T q_t` (Lean scales the
+    query before the readout, fla's `q * scale`; equal by linearity).
   * `mla_score_scale` (default `(qk_nope_head_dim + qk_rope_head_dim) ** -0.5`, the hub value).
+  * One RMSNorm / L2 epsilon per norm site (Lean `Config`; the table in pybridge/README.md,
+    decision 8). The hub reads
+    `rms_norm_eps` for the pre-norms, the final norm, the KDA output norm and the LatentMoE norm,
+    and hard-codes 1e-6 for MLA's `q_a_layernorm` / `kv_a_layernorm` (transformers, NeMo) and
+    for fla's KDA `l2norm`; these keys override a site and default to exactly that:
+      `attn_res_norm_eps`          AttnRes score norms (every retrieval)   default rms_norm_eps
+      `final_norm_eps`             `model.norm`                            default rms_norm_eps
+      `mla_latent_norm_eps`        MLA `q_a_layernorm`, `kv_a_layernorm`   default 1e-6
+      `latent_moe_norm_eps`        LatentMoE `routed_expert_norm`          default rms_norm_eps
+      `linear_attn_config.output_norm_eps`   KDA `o_norm`                  default rms_norm_eps
+      `linear_attn_config.l2_norm_eps`       KDA q/k L2 normalization      default 1e-6
+    `rms_norm_eps` itself is the epsilon of the two pre-norms (`input_layernorm`,
+    `post_attention_layernorm`).
 """
 
 import json
@@ -23,6 +36,10 @@ from typing import Any
 from pybridge.errors import ConfigError
 
 SUPPORTED_ACT = "situ"
+#: The epsilon transformers' Kimi Linear and NeMo's K3 hard-code for MLA's latent norms.
+HUB_MLA_LATENT_EPS = 1e-6
+#: The epsilon of fla's `l2norm` (KDA queries and keys).
+HUB_L2_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -30,7 +47,13 @@ class K3Config:
     vocab_size: int
     hidden_size: int
     num_hidden_layers: int
-    rms_norm_eps: float
+    rms_norm_eps: float  # the pre-norms
+    attn_res_norm_eps: float
+    final_norm_eps: float
+    mla_latent_norm_eps: float
+    latent_moe_norm_eps: float
+    kda_output_norm_eps: float
+    kda_l2_norm_eps: float
     tie_word_embeddings: bool
     # Gated MLA (NoPE)
     num_attention_heads: int
@@ -138,11 +161,18 @@ def config_from_dict(raw: Any) -> K3Config:
     head_k = _get(lac, "head_k_dim", "pos_int", w, head_dim)
     layers = _get(d, "num_hidden_layers", "pos_int", "")
 
+    eps = _get(d, "rms_norm_eps", "pos_float", "")
     cfg = K3Config(
         vocab_size=_get(d, "vocab_size", "pos_int", ""),
         hidden_size=_get(d, "hidden_size", "pos_int", ""),
         num_hidden_layers=layers,
-        rms_norm_eps=_get(d, "rms_norm_eps", "pos_float", ""),
+        rms_norm_eps=eps,
+        attn_res_norm_eps=_get(d, "attn_res_norm_eps", "pos_float", "", eps),
+        final_norm_eps=_get(d, "final_norm_eps", "pos_float", "", eps),
+        mla_latent_norm_eps=_get(d, "mla_latent_norm_eps", "pos_float", "", HUB_MLA_LATENT_EPS),
+        latent_moe_norm_eps=_get(d, "latent_moe_norm_eps", "pos_float", "", eps),
+        kda_output_norm_eps=_get(lac, "output_norm_eps", "pos_float", w, eps),
+        kda_l2_norm_eps=_get(lac, "l2_norm_eps", "pos_float", w, HUB_L2_EPS),
         tie_word_embeddings=_get(d, "tie_word_embeddings", "bool", "", False),
         num_attention_heads=heads,
         q_lora_rank=_get(d, "q_lora_rank", "pos_int", ""),

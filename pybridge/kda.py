@@ -20,7 +20,6 @@ from pybridge.config import K3Config
 from pybridge.layers import RMSNorm, compute_dtype, l2_normalize, lin
 
 CHUNK_SIZE = 16
-L2_EPS = 1e-6
 
 
 def kda_recurrent(
@@ -236,7 +235,7 @@ class ShortConv(nn.Module):
 class KimiDeltaAttention(nn.Module):
     """KDA sequence mixer; parameter names follow the hub's `KimiDeltaAttention`.
 
-    q, k, v = silu(conv(x W_q)), ...; q, k L2-normalised per head (x / sqrt(|x|^2 + 1e-6));
+    q, k, v = silu(conv(x W_q)), ...; q, k L2-normalised per head (x / sqrt(|x|^2 + l2_eps));
     g = lower_bound * sigmoid(exp(A_log[h]) * (f_b(f_a(x)) + dt_bias)) per key channel
     (alpha = e^g in (e^lower_bound, 1)); beta = sigmoid(b_proj(x)) per head;
     y = o_proj( RMSNorm_head(o) * o_norm.weight * sigmoid(g_proj(x)) ).
@@ -258,7 +257,8 @@ class KimiDeltaAttention(nn.Module):
         self.dt_bias = nn.Parameter(torch.empty(H * K))
         self.b_proj = nn.Linear(D, H, bias=False)
         self.g_proj = nn.Linear(D, H * V, bias=False)
-        self.o_norm = RMSNorm(V, cfg.rms_norm_eps)
+        self.o_norm = RMSNorm(V, cfg.kda_output_norm_eps)
+        self.l2_eps = cfg.kda_l2_norm_eps
         self.o_proj = nn.Linear(H * V, D, bias=False)
         self.lower_bound = cfg.kda_gate_lower_bound
         self.scale = cfg.kda_query_scale
@@ -287,8 +287,8 @@ class KimiDeltaAttention(nn.Module):
         q, cq = self.q_conv1d(lin(self.q_proj, x_btd), st.conv_q)
         k, ck = self.k_conv1d(lin(self.k_proj, x_btd), st.conv_k)
         v, cv = self.v_conv1d(lin(self.v_proj, x_btd), st.conv_v)
-        q = l2_normalize(q.view(B, T, self.H, self.K), L2_EPS)
-        k = l2_normalize(k.view(B, T, self.H, self.K), L2_EPS)
+        q = l2_normalize(q.view(B, T, self.H, self.K), self.l2_eps)
+        k = l2_normalize(k.view(B, T, self.H, self.K), self.l2_eps)
         z = (lin(self.f_b_proj, lin(self.f_a_proj, x_btd)) + self.dt_bias.to(x_btd.dtype)).view(B, T, self.H, self.K)
         g = self.lower_bound * torch.sigmoid(self.A_log.to(x_btd.dtype).exp()[:, None] * z)
         beta = torch.sigmoid(lin(self.b_proj, x_btd))

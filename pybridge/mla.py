@@ -2,6 +2,7 @@
 
 Per token x (hub names; spec names in brackets):
     c_q  = RMSNorm(q_a_proj x) * q_a_layernorm.weight                [queryLatent]
+    (both latent RMSNorms use `mla_latent_norm_eps`, default 1e-6 as the hub hard-codes)
     [c_kv | k_s] = kv_a_proj_with_mqa x; c_kv = RMSNorm(c_kv) * w    [latent (cached), sharedKey (cached, unrotated)]
     per head h: [qC_h | qS_h] = (q_b_proj c_q)_h ; [K_h | V_h] = (kv_b_proj c_kv)_h
     score_h[j] = score_scale * (qC_h . K_h[j] + qS_h . k_s[j])   over cached j <= t (self included)
@@ -33,10 +34,10 @@ class GatedMLA(nn.Module):
         self.H, self.nope, self.rope, self.vdim = H, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
         self.kv_rank = cfg.kv_lora_rank
         self.q_a_proj = nn.Linear(D, cfg.q_lora_rank, bias=False)
-        self.q_a_layernorm = RMSNorm(cfg.q_lora_rank, cfg.rms_norm_eps)
+        self.q_a_layernorm = RMSNorm(cfg.q_lora_rank, cfg.mla_latent_norm_eps)
         self.q_b_proj = nn.Linear(cfg.q_lora_rank, H * (self.nope + self.rope), bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(D, self.kv_rank + self.rope, bias=False)
-        self.kv_a_layernorm = RMSNorm(self.kv_rank, cfg.rms_norm_eps)
+        self.kv_a_layernorm = RMSNorm(self.kv_rank, cfg.mla_latent_norm_eps)
         self.kv_b_proj = nn.Linear(self.kv_rank, H * (self.nope + self.vdim), bias=False)
         self.g_proj = nn.Linear(D, H * self.vdim, bias=False)
         self.o_proj = nn.Linear(H * self.vdim, D, bias=False)

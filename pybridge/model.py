@@ -38,7 +38,7 @@ class K3Cache:
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: K3Config, layer_idx: int) -> None:
         super().__init__()
-        D, eps = cfg.hidden_size, cfg.rms_norm_eps
+        D, eps = cfg.hidden_size, cfg.rms_norm_eps  # the pre-norms
         self.is_mla = cfg.is_mla(layer_idx)
         self.self_attn = GatedMLA(cfg) if self.is_mla else KimiDeltaAttention(cfg)
         if cfg.is_moe(layer_idx):
@@ -51,7 +51,7 @@ class DecoderLayer(nn.Module):
         self.self_attention_res_proj = nn.Linear(D, 1, bias=False)
         self.mlp_res_norm = RMSNorm(D, eps)
         self.mlp_res_proj = nn.Linear(D, 1, bias=False)
-        self.eps = eps
+        self.retrieval_eps = cfg.attn_res_norm_eps  # the *_res_norm modules only carry weights
 
     def channel(self, x_btd: torch.Tensor) -> torch.Tensor:
         return self.block_sparse_moe(x_btd) if hasattr(self, "block_sparse_moe") else self.mlp(x_btd)
@@ -59,10 +59,10 @@ class DecoderLayer(nn.Module):
     def forward(self, depth: DepthState, state: KDAState | MLACache) -> KDAState | MLACache:
         cd = compute_dtype(self.input_layernorm.weight.dtype)
         w_seq = self.self_attention_res_norm.weight.to(cd) * self.self_attention_res_proj.weight[0].to(cd)
-        seq_in = self.input_layernorm(retrieve(depth.sources(), w_seq, self.eps))
+        seq_in = self.input_layernorm(retrieve(depth.sources(), w_seq, self.retrieval_eps))
         seq_out, state = self.self_attn(seq_in, state)
         w_chan = self.mlp_res_norm.weight.to(cd) * self.mlp_res_proj.weight[0].to(cd)
-        chan_in = self.post_attention_layernorm(retrieve(depth.add_sequence_output(seq_out), w_chan, self.eps))
+        chan_in = self.post_attention_layernorm(retrieve(depth.add_sequence_output(seq_out), w_chan, self.retrieval_eps))
         depth.finish_layer(self.channel(chan_in))
         return state
 
@@ -72,8 +72,8 @@ class K3TextModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.output_attn_res_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.final_norm_eps)
+        self.output_attn_res_norm = RMSNorm(cfg.hidden_size, cfg.attn_res_norm_eps)
         self.output_attn_res_proj = nn.Linear(cfg.hidden_size, 1, bias=False)
 
 
@@ -113,7 +113,7 @@ class KimiK3ForCausalLM(nn.Module):
         states = [layer(depth, state) for layer, state in zip(m.layers, cache.layers)]
         cd = compute_dtype(m.norm.weight.dtype)
         w_final = m.output_attn_res_norm.weight.to(cd) * m.output_attn_res_proj.weight[0].to(cd)
-        h = m.norm(retrieve(depth.sources(), w_final, self.config.rms_norm_eps))
+        h = m.norm(retrieve(depth.sources(), w_final, self.config.attn_res_norm_eps))
         return lin(self.lm_head, h.to(cd)).to(h.dtype), K3Cache(states, cache.length + input_ids_bt.shape[1])
 
     @torch.no_grad()

@@ -7,6 +7,8 @@ T      = top-k of s + e_score_correction_bias        (bias used ONLY for selecti
 w_e    = routed_scaling_factor * s_e / sum_{T} s     (RAW scores renormalised)
 routed = sum_{e in T} w_e Expert_e(routed_expert_down_proj x)   (latent width)
 y      = shared + routed_expert_up_proj(RMSNorm(routed) * routed_expert_norm.weight)
+         (epsilon `latent_moe_norm_eps`; since `routed` is RMS-normalised, the scaling factor
+          changes y only through that epsilon)
 """
 
 import torch
@@ -49,7 +51,7 @@ class LatentMoE(nn.Module):
         self.shared_experts = SituMLP(D, cfg.moe_intermediate_size * cfg.num_shared_experts, *caps)
         self.routed_expert_down_proj = nn.Linear(D, L, bias=False)
         self.routed_expert_up_proj = nn.Linear(L, D, bias=False)
-        self.routed_expert_norm = RMSNorm(L, cfg.rms_norm_eps)
+        self.routed_expert_norm = RMSNorm(L, cfg.latent_moe_norm_eps)
 
     def forward(self, x_btd: torch.Tensor) -> torch.Tensor:
         x_nd = x_btd.reshape(-1, x_btd.shape[-1]).to(compute_dtype(x_btd.dtype))

@@ -7,6 +7,11 @@ with the field, the file's value, the report's value and where the report gives 
 report does not state (vocabulary size, query LoRA rank, KDA head count, ...) cannot be checked:
 they are listed separately, never reported as mismatches.
 
+It also checks the conditions of Lean's `Config.WF` at the MX block of the K3 release (32): the
+file must load (`pybridge.config.config_from_dict`: positive widths, epsilons and scales, active
+experts at most the routed experts, a negative KDA floor, each failure naming its field), and the
+MX-quantized widths must be multiples of 32. The messages are those of Lean's `Config.check`.
+
 A released config may nest the text model under `text_config`; field names then carry that prefix.
 """
 
@@ -16,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pybridge.config import K3Config, config_from_dict
 from pybridge.errors import ConfigError
+
+#: The MX block of the release's quantization (`group_size` 32, k3-spec §1 `Config.WF`).
+MX_BLOCK = 32
 
 PAPER_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "paper" / "config.json"
 
@@ -95,6 +104,7 @@ class PaperCheck:
     checked: int
     mismatches: list[Mismatch]
     unverifiable: list[str]
+    wf_problems: list[str]
 
 
 def _lookup(d: dict, dotted: str) -> Any:
@@ -159,4 +169,25 @@ def check_config(path: str | Path) -> PaperCheck:
     present = [k for k in raw if k != "linear_attn_config"]
     present += [f"linear_attn_config.{k}" for k in lac] if isinstance(lac, dict) else []
     unverifiable = sorted(prefix + k for k in present if k not in REPORT_FIELDS and not k.startswith("_"))
-    return PaperCheck(p, len(expected), mismatches, unverifiable)
+    return PaperCheck(p, len(expected), mismatches, unverifiable, wf_problems(raw))
+
+
+def mx_problems(cfg: K3Config, mx_block: int = MX_BLOCK) -> list[str]:
+    """The MX-quantized widths (Lean `Config.mxWidths`) that are not multiples of `mx_block`."""
+    widths = {
+        "hidden_size": cfg.hidden_size,
+        "routed_expert_hidden_size": cfg.routed_expert_hidden_size,
+        "moe_intermediate_size": cfg.moe_intermediate_size,
+        "intermediate_size": cfg.intermediate_size,
+    }
+    return [f"field '{k}' must be a multiple of the MX block {mx_block}, got {v}" for k, v in widths.items() if v % mx_block]
+
+
+def wf_problems(raw: dict, mx_block: int = MX_BLOCK) -> list[str]:
+    """Every broken condition of Lean's `Config.WF` at MX block `mx_block`, by field: the
+    loader's error if the file does not load, else the misaligned MX widths."""
+    try:
+        cfg = config_from_dict(raw)
+    except ConfigError as e:
+        return [str(e)]
+    return mx_problems(cfg, mx_block)

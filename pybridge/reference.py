@@ -57,8 +57,8 @@ def _kda_step(cfg: K3Config, sd: dict, p: str, state: dict, x_d: torch.Tensor) -
     for h in range(H):
         q = conv["q"][h * K : (h + 1) * K]
         k = conv["k"][h * K : (h + 1) * K]
-        q = q / torch.sqrt((q * q).sum() + 1e-6)
-        k = k / torch.sqrt((k * k).sum() + 1e-6)
+        q = q / torch.sqrt((q * q).sum() + cfg.kda_l2_norm_eps)
+        k = k / torch.sqrt((k * k).sum() + cfg.kda_l2_norm_eps)
         v = conv["v"][h * V : (h + 1) * V]
         zh = z[h * K : (h + 1) * K]
         alpha = torch.exp(cfg.kda_gate_lower_bound * _sigmoid(math.exp(float(sd[f"{p}A_log"][h])) * zh))
@@ -68,7 +68,7 @@ def _kda_step(cfg: K3Config, sd: dict, p: str, state: dict, x_d: torch.Tensor) -
         S = decayed - beta[h] * torch.outer(k, correction) + beta[h] * torch.outer(k, v)
         state["S"][h] = S
         o = cfg.kda_query_scale * (q @ S)
-        heads.append(_rms(o, cfg.rms_norm_eps, sd[f"{p}o_norm.weight"]) * gate[h * V : (h + 1) * V])
+        heads.append(_rms(o, cfg.kda_output_norm_eps, sd[f"{p}o_norm.weight"]) * gate[h * V : (h + 1) * V])
     return torch.cat(heads) @ _lin(sd, f"{p}o_proj")
 
 
@@ -80,7 +80,7 @@ def _mla_step(cfg: K3Config, sd: dict, p: str, cache: list, x_d: torch.Tensor) -
         cfg.v_head_dim,
         cfg.kv_lora_rank,
     )
-    eps = cfg.rms_norm_eps
+    eps = cfg.mla_latent_norm_eps
     c_q = _rms(x_d @ _lin(sd, f"{p}q_a_proj"), eps, sd[f"{p}q_a_layernorm.weight"])
     kv_a = x_d @ _lin(sd, f"{p}kv_a_proj_with_mqa")
     cache.append((_rms(kv_a[:L], eps, sd[f"{p}kv_a_layernorm.weight"]), kv_a[L:]))  # append, then attend
@@ -122,13 +122,13 @@ def _channel(cfg: K3Config, sd: dict, p: str, is_moe: bool, x_d: torch.Tensor) -
     routed = sum(
         cfg.routed_scaling_factor * scores[e] / total * mlp(f"{m}experts.{e}.", ("w1", "w3", "w2"), z) for e in chosen
     )
-    routed = _rms(routed, cfg.rms_norm_eps, sd[m + "routed_expert_norm.weight"])
+    routed = _rms(routed, cfg.latent_moe_norm_eps, sd[m + "routed_expert_norm.weight"])
     return shared + routed @ _lin(sd, m + "routed_expert_up_proj")
 
 
 def reference_logits(cfg: K3Config, sd: dict[str, torch.Tensor], token_ids: list[int]) -> torch.Tensor:
     """Logits [T, vocab] for one sequence, computed token by token from an empty state."""
-    eps = cfg.rms_norm_eps
+    eps, r_eps = cfg.rms_norm_eps, cfg.attn_res_norm_eps  # pre-norms, AttnRes score norms
     H, K, V = cfg.kda_num_heads, cfg.kda_head_k_dim, cfg.kda_head_v_dim
     zeros = sd["model.embed_tokens.weight"].new_zeros
     states: list = []
@@ -152,19 +152,20 @@ def reference_logits(cfg: K3Config, sd: dict[str, torch.Tensor], token_ids: list
             p = f"model.layers.{i}."
             w_seq = sd[p + "self_attention_res_norm.weight"] * sd[p + "self_attention_res_proj.weight"][0]
             sources = blocks + ([] if partial is None else [partial])
-            seq_in = _rms(_attend(sources, w_seq, eps), eps, sd[p + "input_layernorm.weight"])
+            seq_in = _rms(_attend(sources, w_seq, r_eps), eps, sd[p + "input_layernorm.weight"])
             if cfg.is_mla(i):
                 seq_out = _mla_step(cfg, sd, p + "self_attn.", states[i], seq_in)
             else:
                 seq_out = _kda_step(cfg, sd, p + "self_attn.", states[i], seq_in)
             after_seq = seq_out if partial is None else partial + seq_out
             w_chan = sd[p + "mlp_res_norm.weight"] * sd[p + "mlp_res_proj.weight"][0]
-            chan_in = _rms(_attend(blocks + [after_seq], w_chan, eps), eps, sd[p + "post_attention_layernorm.weight"])
+            chan_in = _rms(_attend(blocks + [after_seq], w_chan, r_eps), eps, sd[p + "post_attention_layernorm.weight"])
             partial, count = after_seq + _channel(cfg, sd, p, cfg.is_moe(i), chan_in), count + 1
             if count == cfg.attn_res_block_size:
                 blocks, partial, count = blocks + [partial], None, 0
         w_fin = sd["model.output_attn_res_norm.weight"] * sd["model.output_attn_res_proj.weight"][0]
-        h = _rms(_attend(blocks + ([] if partial is None else [partial]), w_fin, eps), eps, sd["model.norm.weight"])
+        sources = blocks + ([] if partial is None else [partial])
+        h = _rms(_attend(sources, w_fin, r_eps), cfg.final_norm_eps, sd["model.norm.weight"])
         head = sd["model.embed_tokens.weight"] if cfg.tie_word_embeddings else sd["lm_head.weight"]
         rows.append(h @ head.T)
     return torch.stack(rows)

@@ -16,9 +16,10 @@ import pytest
 pytestmark = pytest.mark.lean
 
 # Tiny dimensions (fixtures/tiny/config.json): hidden_size 24; routed experts work at latent width
-# routed_expert_hidden_size 12 with hidden moe_intermediate_size 13; shared experts use
-# intermediate_size 26 (our reading: the config does not name the shared hidden width);
-# num_shared_experts 2; num_experts_per_token 2; rms_norm_eps 1e-5.
+# routed_expert_hidden_size 12 with hidden moe_intermediate_size 13; the num_shared_experts = 2
+# shared experts have hidden moe_intermediate_size 13 each (k3-spec §7: the hub's one shared MLP of
+# width 2 * 13 is their sum); num_experts_per_token 2; latent_moe_norm_eps 5e-5;
+# routed_scaling_factor 2.5.
 EXPORTS = ("channel_expert_tiny", "channel_latent_moe_tiny")
 
 

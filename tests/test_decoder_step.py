@@ -7,12 +7,18 @@ pybridge's own layers.
 
 The parameter mapping (hub weights -> graph names) is `pybridge.adapter`; the state packing and
 the route staging of the decoder step live in `difftest/components/decoder.py` (the
-`decoder_step` component of `difftest run`), used here. The Lean layer (`KDA.layerStep`) has no decay-logit bias, so `dt_bias` is set to 0 in the torch
-layer. The graph's window rows are the raw layer inputs of the last three tokens; pybridge
+`decoder_step` component of `difftest run`), used here. Both graphs are exported from Lean terms
+(`KDA.layerProgram`, `Decoder.program`, built in `lean/KimiK3/Graph/Kernel.lean`);
+`KDA.layerProgram_eval` proves the first, the decoder's theorem is open (`lean/KimiK3/Graph/README.md`). The torch layers keep their random nonzero
+`dt_bias` (the Lean layer's `decayBias`). The graph's window rows are the raw layer inputs of the last three tokens; pybridge
 caches their projections, so the new rows are checked through the projections too.
 """
 
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,11 +34,14 @@ from pybridge.kda import KimiDeltaAttention
 
 torch.set_num_threads(1)
 F64 = torch.float64
+REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "fixtures" / "paper" / "config.json"
+
+
 @pytest.fixture(scope="module")
 def tiny_kda() -> KimiDeltaAttention:
     layer = random_model(load_config(TINY), seed=11, dtype=F64).model.layers[0].self_attn
-    with torch.no_grad():
-        layer.dt_bias.zero_()  # the Lean layer has no decay-logit bias
+    assert float(layer.dt_bias.detach().abs().min()) > 0  # the decay bias is exercised
     return layer
 
 
@@ -99,3 +108,98 @@ def test_decoder_step_other_route_changes_logits(decoder_legs: tuple) -> None:
     other = comp.graph_outputs(case, "cpu", routes=routes)["logits"]
     assert float(abs(other[0] - graph["logits"][0]).max()) > 1e-6
 
+
+# ---------------------------------------------------------------- signatures (tiny and paper)
+
+def _signature(cfg, past: int) -> tuple[list, list, list]:
+    """The decoder step's parameters, inputs and outputs `(name, shape)` for a configuration,
+    written here from the hub configuration and the graph's naming (not from the Lean code):
+    every layer of the schedule (`is_mla`, `is_moe`), then the head."""
+    D, W = cfg.hidden_size, cfg.kda_conv_size
+    H, K, V, R = cfg.kda_num_heads, cfg.kda_head_k_dim, cfg.kda_head_v_dim, cfg.kda_decay_rank
+    Hm, q, kv = cfg.num_attention_heads, cfg.q_lora_rank, cfg.kv_lora_rank
+    nope, rope, vd = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    hs, L, E, k = cfg.moe_intermediate_size, cfg.routed_expert_hidden_size, cfg.num_experts, cfg.num_experts_per_token
+    params, inputs, outputs = [], [("embedding", [D]), ("gate_cap", []), ("up_cap", []), ("score_scale", [])], []
+    for i in range(cfg.num_hidden_layers):
+        p = f"layers.{i + 1}."
+        res = lambda part: [(p + part + "_res.query", [D]), (p + part + "_res.norm_gain", [D]), (p + part + "_norm.scale", [D])]
+        params += res("seq")
+        if cfg.is_mla(i):
+            m = p + "mla."
+            params += [(m + "query_down", [D, q]), (m + "query_norm_scale", [q]), (m + "kv_down", [D, kv]),
+                       (m + "kv_norm_scale", [kv]), (m + "shared_key_down", [D, rope]),
+                       (m + "query_content_up", [Hm, q, nope]), (m + "query_shared_up", [Hm, q, rope]),
+                       (m + "key_up", [Hm, kv, nope]), (m + "value_up", [Hm, kv, vd]),
+                       (m + "gate_weight", [D, Hm, vd]), (m + "output_weight", [Hm, vd, D])]
+            inputs += [(p + "latent_cache", [past, kv]), (p + "shared_key_cache", [past, rope])]
+            outputs += [(p + "latent_cache_next", [past + 1, kv]), (p + "shared_key_cache_next", [past + 1, rope])]
+        else:
+            a = p + "kda."
+            params += [(a + "query_proj", [D, H, K]), (a + "key_proj", [D, H, K]), (a + "value_proj", [D, H, V])]
+            for name, shape in (("query_conv", [H, K]), ("key_conv", [H, K]), ("value_conv", [H, V])):
+                params += [(f"{a}{name}.{t}", shape) for t in range(W)]
+            params += [(a + "decay_down", [D, R]), (a + "decay_up", [R, H, K]), (a + "decay_bias", [H, K]),
+                       (a + "decay_log_scale", [H]), (a + "beta_proj", [D, H]), (a + "gate_weight", [D, H, V]),
+                       (a + "out_norm_scale", [V]), (a + "output_proj", [H, V, D])]
+            inputs += [(f"{p}window.{r}", [D]) for r in range(W - 1)] + [(p + "heads", [H, K, V])]
+            outputs += [(f"{p}window_next.{r}", [D]) for r in range(W - 1)] + [(p + "heads_next", [H, K, V])]
+        params += res("chan")
+        if cfg.is_moe(i):
+            e = p + "moe."
+            params += [(e + n, s) for _ in range(cfg.num_shared_experts)
+                       for n, s in (("shared.gate", [D, hs]), ("shared.up", [D, hs]), ("shared.down", [hs, D]))]
+            params += [(e + "downProject", [D, L])]
+            params += [(e + n, s) for _ in range(k)
+                       for n, s in (("slot.router", [D]), ("slot.gate", [L, hs]), ("slot.up", [L, hs]), ("slot.down", [hs, L]))]
+            params += [(e + "routedNormScale", [L]), (e + "upProject", [L, D]), (p + "router.weight", [D, E]),
+                       (p + "router.bias", [E])]
+            outputs += [(p + "router_scores", [E])]
+        else:
+            I = cfg.intermediate_size
+            params += [(p + "mlp.gateWeight", [D, I]), (p + "mlp.upWeight", [D, I]), (p + "mlp.downWeight", [I, D])]
+    params += [("final_res.query", [D]), ("final_res.norm_gain", [D]), ("final_norm.scale", [D]),
+               ("lm_head.weight", [D, cfg.vocab_size])]
+    return params, inputs, [("logits", [cfg.vocab_size])] + outputs
+
+
+@pytest.mark.parametrize(("name", "config", "past"), [("decoder_step_tiny", TINY, 3)])
+def test_decoder_graph_follows_the_configuration(name: str, config: Path, past: int) -> None:
+    """The exported decoder step has exactly the configuration's parameters, states and outputs,
+    in schedule order, and one AttnRes softmax per retrieval (two per layer and the final one) plus
+    one per MLA layer. (The paper-dimension export `Decoder.jsonPaper` overflows the offline Lean's
+    stack; when it is exported, add `("decoder_step_paper", PAPER, 1)` here.)"""
+    cfg = load_config(config)
+    doc = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
+    want_params, want_inputs, want_outputs = _signature(cfg, past)
+    assert [(p["name"], p["shape"]) for p in doc["params"]] == want_params
+    assert [(i["name"], i["shape"]) for i in doc["inputs"]] == want_inputs
+    assert [(o["name"], o["shape"]) for o in doc["outputs"]] == want_outputs
+    mla = sum(cfg.is_mla(i) for i in range(cfg.num_hidden_layers))
+    softmax = sum(n["op"] == "softmaxLast" for n in doc["nodes"])
+    assert softmax == 2 * cfg.num_hidden_layers + 1 + mla
+    ids = {n["id"] for n in doc["nodes"]} | {x["id"] for x in doc["params"] + doc["inputs"]}
+    assert len(ids) == len(doc["nodes"]) + len(doc["params"]) + len(doc["inputs"])
+    assert all(o["id"] in ids for o in doc["outputs"])
+
+
+# ---------------------------------------------------------------- provenance
+
+def test_no_hand_wired_graph_remains() -> None:
+    """Every whole-step graph comes from a Lean term: no non-module Lean file wires graphs by
+    ids, no JSON node is written outside the serializer `Core/Json.lean`, no graph term counts de
+    Bruijn indices by hand (`Var.at`, `v#`, chains of `.there`), and both whole-step exports are
+    library definitions of `Graph/Kernel.lean` (the manifest has no field for extra Lean text)."""
+    lean = REPO / "lean"
+    assert not list(lean.rglob("*.eval")), "a non-module Lean file in lean/"
+    for path in lean.rglob("*.lean"):
+        text = path.read_text(encoding="utf-8")
+        if path.name != "Json.lean":
+            assert '\\"op\\": ' not in text, f"{path}: writes graph JSON by hand"
+        if "Graph" in path.parts:
+            assert "Var.at" not in text and "v#" not in text, f"{path}: hand-counted variable"
+            assert not re.search(r"(\.there \(){3}", text), f"{path}: a chain of .there"
+    manifest = (REPO / "codegen" / "exports.toml").read_text(encoding="utf-8")
+    for name in ("decoder_step_tiny", "kda_layer_step_tiny"):
+        block = manifest.split(f'name = "{name}"', 1)[1].split("[[graph]]", 1)[0]
+        assert "KimiK3.Graph.Kernel" in block and "json = " in block

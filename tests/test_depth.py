@@ -5,7 +5,7 @@ scores ±ln 3 / 2 give weights 3/4, 1/4; block size 3 folds the partial block af
 commits; 93 layers at B = 12 give 9 sources; the graph equals the kernel on 3 sources at d = 6)
 and prints Float bits of two results, which are
 compared here with an independent computation in Python (`math`, `fractions`). The graph export
-`attnres_tiny` (3 sources, d = 24, eps 1e-5; the session's fresh `k3spec export`,
+`attnres_tiny` (3 sources, d = 24, eps 2e-5 = the tiny `attn_res_norm_eps`; the session's fresh `k3spec export`,
 `conftest.fresh_exports`) has the expected signature and nodes.
 """
 
@@ -24,6 +24,7 @@ import torch
 
 from lean_checks import CHECKS, run_check_file
 from pybridge.attnres import DepthState, retrieve
+from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 
@@ -95,7 +96,7 @@ def test_exported_graph_equals_pybridge_retrieve(seed: int) -> None:
     values_nd = torch.randn(3, 24, dtype=F64, generator=gen) * 3
     query_d = torch.randn(24, dtype=F64, generator=gen)
     got = cg({"query": query_d, "norm_gain": torch.ones(24, dtype=F64)}, {"values": values_nd})["output"]
-    want = retrieve(list(values_nd), query_d, 1e-5)
+    want = retrieve(list(values_nd), query_d, load_config(REPO / "fixtures" / "tiny" / "config.json").attn_res_norm_eps)
     assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
     # convex combination of the sources (AttnRes.attendPacked_mem_interval)
     assert bool((got >= values_nd.min(0).values - 1e-12).all() and (got <= values_nd.max(0).values + 1e-12).all())

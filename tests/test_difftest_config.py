@@ -41,12 +41,17 @@ def test_readings_agree_on_non_neutral_values(tmp_path) -> None:
 def test_graph_constants_are_the_readings() -> None:
     """ε and the log-decay floor the Lean export baked into each tiny graph equal the readings."""
     r = config.own_reading()
+    #: the norm sites each graph holds (each site has its own ε in the tiny configuration)
+    sites = {"attnres_tiny.json": ("attn_res_eps",), "channel_latent_moe_tiny.json": ("moe_eps",),
+             "mla_packed_step_tiny.json": ("mla_latent_eps",), "kda_layer_step_tiny.json": ("kda_out_eps",),
+             "decoder_step_tiny.json": ("rms_eps", "attn_res_eps", "final_eps", "mla_latent_eps", "moe_eps", "kda_out_eps")}
     for file in sorted(p.name for p in GRAPHS.glob("*_tiny.json")):
         consts = config.graph_constants(file)
-        assert consts.get("rmsNormLast.eps", {r["rms_eps"]}) == {r["rms_eps"]}, file
+        want = {r[k] for k in sites.get(file, ())}
+        assert consts.get("rmsNormLast.eps", set()) == want, file
         assert consts.get("l2NormLast.eps", {r["l2_eps"]}) == {r["l2_eps"]}, file
-        assert consts.get("scale.c", set()) - {0.0} <= {r["log_floor"]}, file
-    assert config.graph_constants("kda_layer_step_tiny.json")["scale.c"] == {r["log_floor"]}
+        assert consts.get("scale.c", set()) - {0.0} <= {r["log_floor"], r["query_scale"], r["routed_scaling"]}, file
+    assert config.graph_constants("kda_layer_step_tiny.json")["scale.c"] == {r["log_floor"], r["query_scale"]}
 
 
 def test_lean_reading_reads_a_config_document() -> None:

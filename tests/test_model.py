@@ -152,20 +152,61 @@ def test_model_matches_plain_reference(cfg, model):
 
 
 def test_hub_defaults_match_reference(tmp_path):
-    """Without the tiny fixture's overrides (hub query scale, hub score scale, a routed
-    scaling factor != 1, tied embeddings) the model still equals the plain reference."""
+    """Without the tiny fixture's per-site epsilons (the hub file has only `rms_norm_eps`), with
+    a routed scaling factor of 1 and tied embeddings, the model still equals the plain reference,
+    and every default is the hub's."""
     raw = json.loads(TINY.read_text())
-    raw.pop("mla_score_scale")
-    raw["linear_attn_config"].pop("query_scale")
-    raw.update(routed_scaling_factor=2.5, tie_word_embeddings=True)
+    for key in ("attn_res_norm_eps", "final_norm_eps", "mla_latent_norm_eps", "latent_moe_norm_eps"):
+        raw.pop(key)
+    for key in ("output_norm_eps", "l2_norm_eps"):
+        raw["linear_attn_config"].pop(key)
+    raw.update(routed_scaling_factor=1.0, tie_word_embeddings=True, rms_norm_eps=3e-5)
     (tmp_path / "config.json").write_text(json.dumps(raw))
     hub_cfg = load_config(tmp_path)
     assert hub_cfg.kda_query_scale == 5**-0.5 and hub_cfg.mla_score_scale == 23**-0.5
+    assert (hub_cfg.mla_latent_norm_eps, hub_cfg.kda_l2_norm_eps) == (1e-6, 1e-6)  # hard-coded by the hub
+    assert {hub_cfg.attn_res_norm_eps, hub_cfg.final_norm_eps, hub_cfg.latent_moe_norm_eps,
+            hub_cfg.kda_output_norm_eps} == {3e-5}  # rms_norm_eps
     hub_model = random_model(hub_cfg, seed=4, dtype=F64)
     seq = ids(19, 12, hub_cfg.vocab_size)
     with torch.no_grad():
         logits, _ = hub_model(torch.tensor([seq]))
     torch.testing.assert_close(logits[0], reference_logits(hub_cfg, hub_model.state_dict(), seq), rtol=0, atol=1e-10)
+
+
+def test_tiny_fixture_has_no_neutral_values(cfg, model):
+    """Every real hyperparameter of the tiny configuration is exercised: random `dt_bias`
+    is nonzero, the query scale and routed scaling factor are not 1, and no two norm sites share
+    an epsilon (so a site wired to the wrong epsilon changes the outputs)."""
+    assert cfg.kda_query_scale == 5**-0.5 and cfg.routed_scaling_factor == 2.5
+    sites = (cfg.rms_norm_eps, cfg.attn_res_norm_eps, cfg.final_norm_eps, cfg.mla_latent_norm_eps,
+             cfg.latent_moe_norm_eps, cfg.kda_output_norm_eps, cfg.kda_l2_norm_eps)
+    assert len(set(sites)) == len(sites)
+    for layer in model.model.layers:
+        if not layer.is_mla:
+            assert float(layer.self_attn.dt_bias.detach().abs().min()) > 0
+
+
+def test_each_norm_site_reads_its_own_epsilon(tmp_path, cfg):
+    """Changing one site's epsilon (to a value that matters: 1.0 against unit-scale inputs)
+    changes the logits, and the plain reference follows it."""
+    seq = ids(7, 6, cfg.vocab_size)
+    base = random_model(cfg, seed=5, dtype=F64)
+    with torch.no_grad():
+        want, _ = base(torch.tensor([seq]))
+    raw = json.loads(TINY.read_text())
+    for key in ("rms_norm_eps", "attn_res_norm_eps", "final_norm_eps", "mla_latent_norm_eps", "latent_moe_norm_eps",
+                "linear_attn_config.output_norm_eps", "linear_attn_config.l2_norm_eps"):
+        changed = json.loads(json.dumps(raw))
+        node, leaf = (changed["linear_attn_config"], key.split(".")[1]) if "." in key else (changed, key)
+        node[leaf] = 1.0
+        (tmp_path / "config.json").write_text(json.dumps(changed))
+        other_cfg = load_config(tmp_path)
+        other = random_model(other_cfg, seed=5, dtype=F64)
+        with torch.no_grad():
+            got, _ = other(torch.tensor([seq]))
+        assert float((got - want).abs().max()) > 1e-6, key
+        torch.testing.assert_close(got[0], reference_logits(other_cfg, other.state_dict(), seq), rtol=0, atol=1e-10)
 
 
 def test_prefill_then_decode_equals_token_by_token(cfg, model):

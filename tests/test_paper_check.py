@@ -27,7 +27,7 @@ def _paper() -> dict:
 
 def test_paper_fixture_has_no_mismatch():
     result = check_config(PAPER)
-    assert result.mismatches == []
+    assert result.mismatches == [] and result.wf_problems == []
     assert result.checked == len(REPORT_FIELDS)
     assert "vocab_size" in result.unverifiable and "q_lora_rank" in result.unverifiable
 
@@ -67,6 +67,26 @@ def test_each_mismatch_is_reported_by_field(tmp_path):
     assert f"{path}: field 'hidden_size' is 7000; the K3 report has 7168 (Table 1: hidden dim 7,168)" in messages
     assert any("field 'kv_lora_rank' is missing; the K3 report has 512" in m for m in messages)
     assert any("'linear_attn_config.gate_lower_bound' is -4.0; the K3 report has -5.0 (Eq. 5" in m for m in messages)
+
+
+def test_well_formedness_problems_name_the_field(tmp_path):
+    """Lean's `Config.WF` at MX block 32: misaligned MX widths are listed one by one; a field the
+    loader rejects (a zero epsilon) is named; the CLI fails on them."""
+    raw = _paper()
+    raw["moe_intermediate_size"] = 3000
+    raw["intermediate_size"] = 33800
+    result = check_config(_write(tmp_path, raw))
+    assert result.wf_problems == [
+        "field 'moe_intermediate_size' must be a multiple of the MX block 32, got 3000",
+        "field 'intermediate_size' must be a multiple of the MX block 32, got 33800",
+    ]
+    raw = _paper()
+    raw["linear_attn_config"]["l2_norm_eps"] = 0.0
+    (problem,) = check_config(_write(tmp_path, raw, "eps.json")).wf_problems
+    assert problem == "field 'linear_attn_config.l2_norm_eps' must be positive, got 0.0"
+    bad = subprocess.run([sys.executable, "-m", "pybridge", "check-config", str(tmp_path / "eps.json")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 1 and "not well formed: field 'linear_attn_config.l2_norm_eps'" in bad.stdout
 
 
 def test_schedule_mismatch_names_the_layers(tmp_path):

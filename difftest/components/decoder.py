@@ -43,14 +43,9 @@ GRAPH_PAST = 3  # the export's MLA cache length and KDA window length
 
 
 def tiny_model(seed: int, dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
-    """The seeded tiny model with KDA `dt_bias` = 0 (the Lean KDA layer has no decay-logit bias
-    yet; stepgraph's item 5 adds it)."""
-    model = random_model(torch_config(), seed=seed, dtype=dtype)
-    with torch.no_grad():
-        for lay in model.model.layers:
-            if not lay.is_mla:
-                lay.self_attn.dt_bias.zero_()
-    return model
+    """The seeded tiny model (random weights: a nonzero KDA `dt_bias`, the Lean layer's
+    `decayBias`)."""
+    return random_model(torch_config(), seed=seed, dtype=dtype)
 
 
 def layer_tag(i: int) -> str:
@@ -245,20 +240,22 @@ class DecoderStepComponent(Component):
         def dev(a: np.ndarray) -> torch.Tensor:
             return t64(round_to(a, dtype)).to(device=device, dtype=dtype)
 
-        eps, notes = model.config.rms_norm_eps, []
+        eps, notes = model.config.attn_res_norm_eps, []
 
         def read_and_norm(dec: ref.Decoder, rec: dict, part: str, tag: str, spec: str,
-                          res_norm: torch.nn.Module, res_proj: torch.nn.Module, norm_mod: torch.nn.Module) -> np.ndarray:
+                          res_norm: torch.nn.Module, res_proj: torch.nn.Module, norm_mod: torch.nn.Module,
+                          norm_eps: str = "rms_eps") -> np.ndarray:
             """The AttnRes read `{part}_read` and the RMSNorm after it `{part}_in`, each on the
             reference's own (rounded) inputs, under the output names `{tag}{part}_read` /
             `{tag}{part}_in` and the spec names `{spec}{part}_res` / `{spec}{part}_norm.scale`;
-            returns the reference's normed value rounded: the next stage's input."""
+            returns the reference's normed value rounded: the next stage's input. The read's
+            score norm uses `attn_res_norm_eps`, the RMSNorm the config's `norm_eps` field."""
             w = res_norm.weight.to(cd) * res_proj.weight[0].to(cd)
             srcs = [round_to(s, dtype) for s in rec[part + "_sources"]]
             add(tag + part + "_read", to_np(retrieve([dev(s) for s in srcs], w, eps)), dec.read(spec + part + "_res", srcs), attn)
             x = round_to(rec[part + "_read"], dtype)
             scale = dec.p[spec + part + "_norm.scale"]
-            add(tag + part + "_in", to_np(norm_mod(dev(x))), ref.rms_norm(x, dec.cfg["rms_eps"], scale), norm)
+            add(tag + part + "_in", to_np(norm_mod(dev(x))), ref.rms_norm(x, dec.cfg[norm_eps], scale), norm)
             return round_to(rec[part + "_in"], dtype)
 
         for dec, _, prefix in self.numpy_rows(case, rounded64):
@@ -295,7 +292,7 @@ class DecoderStepComponent(Component):
                     add(p + "chan_out", y, dec.channel(i, x, route)[0], moe_m if rec["route"] is not None else dense)
             with torch.no_grad():
                 m = model.model
-                x = read_and_norm(dec, dec.record, "final", "", "", m.output_attn_res_norm, m.output_attn_res_proj, m.norm)
+                x = read_and_norm(dec, dec.record, "final", "", "", m.output_attn_res_norm, m.output_attn_res_proj, m.norm, "final_eps")
                 add("logits", to_np(model.lm_head(dev(x))), x @ dec.p["lm_head.weight"],
                     ErrorModel(stores=3, accum=cfg.hidden_size, amp=1.0))  # a dot of length D
         exact = set(self.exact_outputs())

@@ -37,7 +37,7 @@ class AttnResComponent(ExecComponent):
 
     def sample(self, rng, kind, sizes):
         D, L, n = sizes["D"], sizes["L"], sizes["N"]
-        scale = magnitude(kind) * (np.sqrt(self.own_config()["rms_eps"]) if kind == "eps" else 1.0)
+        scale = magnitude(kind) * (np.sqrt(self.own_config()["attn_res_eps"]) if kind == "eps" else 1.0)
         seq_out = gaussian(rng, (L, n, D), scale)
         chan_out = gaussian(rng, (L, n, D), scale)
         embedding = gaussian(rng, (n, D), scale)
@@ -66,7 +66,7 @@ class AttnResComponent(ExecComponent):
     def torch_eps() -> float:
         from difftest.components.base import torch_config
 
-        return torch_config().rms_norm_eps
+        return torch_config().attn_res_norm_eps
 
     def source_lists(self, case: Case, row: int) -> list[tuple[str, int, list[np.ndarray], np.ndarray]]:
         """Every retrieval of token `row` as (output, layer, sources, query), with the commit rule
@@ -82,7 +82,7 @@ class AttnResComponent(ExecComponent):
 
     def numpy_outputs(self, case):
         """Report Eq. 9–10 in plain NumPy on the replayed depth state (float64)."""
-        eps, ones = self.own_config()["rms_eps"], np.ones(case.sizes["D"])
+        eps, ones = self.own_config()["attn_res_eps"], np.ones(case.sizes["D"])
         rows: dict[str, list] = {"h_seq": [], "h_chan": [], "final": []}
         for row in range(case.sizes["N"]):
             per: dict[str, list] = {"h_seq": [], "h_chan": [], "final": []}
@@ -140,7 +140,7 @@ class AttnResComponent(ExecComponent):
         """Each retrieval on the reference's own sources at that point (the NumPy depth state of
         the rounded case, each source rounded to the storage dtype) and the rounded query."""
         rc = rounded(case, dtype)
-        eps, torch_eps, ones = self.own_config()["rms_eps"], self.torch_eps(), np.ones(case.sizes["D"])
+        eps, torch_eps, ones = self.own_config()["attn_res_eps"], self.torch_eps(), np.ones(case.sizes["D"])
         got: dict[str, list] = {}
         want: dict[str, list] = {}
         for row in range(case.sizes["N"]):

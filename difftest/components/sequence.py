@@ -297,8 +297,7 @@ class KDALayerComponent(SequenceMixer):
             "query_conv": gaussian(rng, (W, H, K), W**-0.5), "key_conv": gaussian(rng, (W, H, K), W**-0.5),
             "value_conv": gaussian(rng, (W, H, V), W**-0.5),
             "decay_down": gaussian(rng, (D, R), s * D**-0.5), "decay_up": decay_up,
-            # the Lean layer has no decay-logit bias yet (stepgraph item 5 adds it): 0 until then
-            "decay_bias": np.zeros((H, K)),
+            "decay_bias": gaussian(rng, (H, K), 0.5),
             "decay_log_scale": gaussian(rng, (H,), 0.5), "beta_proj": gaussian(rng, (D, H), s * D**-0.5),
             "gate_weight": gaussian(rng, (D, H, V), s * D**-0.5), "out_norm_scale": rng.uniform(0.5, 1.5, V),
             "output_proj": gaussian(rng, (H, V, D), s * (H * V) ** -0.5),

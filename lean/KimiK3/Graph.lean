@@ -1,8 +1,11 @@
 module
 
 public import KimiK3.Graph.Program
-public import KimiK3.Graph.KDALayerGraph
+public import KimiK3.Graph.Kernel
+public import KimiK3.Graph.Frag
 public import KimiK3.Graph.KDALayerGraphEval
+public import KimiK3.Graph.PackedModel
+public import KimiK3.Graph.Routes
 
 /-!
 # Whole-step graphs (k3-spec §2.2–2.5)

@@ -33,12 +33,14 @@ def kdaParams (salt : Nat) : KDA.LayerParams Float C.kdaDims where
   valueConv := t3 (salt + 6)
   decayDown := t2 (salt + 7)
   decayUp := t3 (salt + 8)
+  decayBias := t2 (salt + 14)
   decayLogScale := t1 (salt + 9)
   betaProj := t2 (salt + 10)
   gateWeight := t3 (salt + 11)
   outNormScale := g1 (salt + 12)
   outputProj := t3 (salt + 13)
-  normEps := 0.00001
+  normEps := C.kdaOutputNormEps.toScalar
+  queryScale := C.queryScale
 
 def mlaParams (salt : Nat) : GatedMLA.Params Float C.mlaDims where
   queryDown := t2 (salt + 1)
@@ -52,7 +54,7 @@ def mlaParams (salt : Nat) : GatedMLA.Params Float C.mlaDims where
   valueUp := t3 (salt + 9)
   gateWeight := t3 (salt + 10)
   outputWeight := t3 (salt + 11)
-  normEps := 0.00001
+  normEps := C.mlaLatentNormEps.toScalar
 
 def expert (salt : Nat) {a h o : Nat} : Expert Float a h o := ⟨t2 (salt + 1), t2 (salt + 2), t2 (salt + 3)⟩
 
@@ -64,18 +66,20 @@ def moe (salt : Nat) : StableLatentMoE Float C.hiddenDim C.latentDim C.expertHid
   routerBias := t1 (salt + 33)
   routed := fun e => expert (salt + 40 + 7 * e.val)
   routedNormScale := g1 (salt + 34)
-  normEps := 0.00001
+  normEps := C.moeNormEps.toScalar
+  routedScale := C.routedScale.toScalar
   upProject := t2 (salt + 35)
 
 def layer (n : Nat) : BackboneLayer Float C where
-  sequence := if n % 4 = 0 ∨ n = 5 then .mla (mlaParams (100 * n)) 0.20851441405707477
-    else .kda (kdaParams (100 * n)) (-5) 0.000001
+  sequence := if n % 4 = 0 ∨ n = 5 then .mla (mlaParams (100 * n)) C.scoreScale
+    else .kda (kdaParams (100 * n)) C.logFloor C.kdaL2Eps.toScalar
   channel := if n = 1 then .dense (expert (100 * n + 50)) else .moe (moe (100 * n + 60)) (by decide)
   sequenceQuery := t1 (100 * n + 91)
   channelQuery := t1 (100 * n + 92)
   sequenceNormScale := g1 (100 * n + 93)
   channelNormScale := g1 (100 * n + 94)
-  eps := 0.00001
+  retrievalEps := C.attnResEps.toScalar
+  normEps := C.preNormEps.toScalar
 
 def model : LanguageModel Float C where
   embedding := t2 7
@@ -83,7 +87,8 @@ def model : LanguageModel Float C where
   finalQuery := t1 8
   finalNormScale := g1 9
   head := t2 10
-  eps := 0.00001
+  retrievalEps := C.attnResEps.toScalar
+  normEps := C.finalNormEps.toScalar
 
 -- multimodal slots: position 1 is visual row 1, the others text token 5
 def visual : Tensor Float [2, C.hiddenDim] := t2 77

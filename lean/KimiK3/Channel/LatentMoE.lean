@@ -13,12 +13,14 @@ shared = Σ_i SharedExpert_i(x)                    -- model width, every token
 z      = x W↓                                     -- one projection down to the latent width
 s_e    = σ((x R)_e),  a_e = s_e + b_e              -- raw and bias-adjusted scores
 T      = top-k of a (tie: lowest index)           -- selection only
-w_i    = s_{T_i} / Σ_j s_{T_j}                     -- raw scores, renormalized
+w_i    = ρ · s_{T_i} / Σ_j s_{T_j}                 -- raw scores, renormalized, times ρ
 routed = Σ_i w_i · Expert_{T_i}(z)                -- latent-width SiTU experts
 y      = shared + (RMSNorm(routed) ⊙ g) W↑        -- back to model width
 ```
 `forward` takes the route (slots) as an argument; `forwardAuto` derives it from the adjusted
-scores (`route_isTopK`). The RMSNorm ε is a field of the layer (not given by the article).
+scores (`route_isTopK`). The RMSNorm ε and the routed scaling factor `ρ` (hub
+`routed_scaling_factor`, pybridge `moe.py`; the article does not mention it) are fields of the
+layer. Since the routed path is RMS-normalized, `ρ` changes the output only through ε.
 -/
 
 @[expose] public section
@@ -41,8 +43,11 @@ structure StableLatentMoE (α : Type) (d l hs hr S E : Nat) where
   routed : Fin E → Expert α l hr l
   /-- RMSNorm scale `g` of the routed path. -/
   routedNormScale : Tensor α [l]
-  /-- RMSNorm ε of the routed path (not in the article). -/
+  /-- RMSNorm ε of the routed path (not in the article; config `latent_moe_norm_eps`). -/
   normEps : α
+  /-- The routed scaling factor `ρ` multiplying the renormalized mixture weights (hub
+  `routed_scaling_factor`). -/
+  routedScale : α
   /-- The up projection `W↑ : [l, d]`. -/
   upProject : Tensor α [l, d]
 
@@ -69,13 +74,13 @@ variable [Scalar α]
     (x : Tensor α [d]) : Tensor α [E] :=
   Router.adjusted (moe.rawScores x) moe.routerBias
 
-/-- The routed aggregate for a given route: `Σ_i w_i · Expert_{T_i}(x W↓)` with raw-score
-mixture weights (report Eq. 11–12). -/
+/-- The routed aggregate for a given route: `Σ_i ρ w_i · Expert_{T_i}(x W↓)` with raw-score
+mixture weights `w` and the routed scaling factor `ρ` (report Eq. 11–12). -/
 @[macro_inline] def routedAggregate {k : Nat} (moe : StableLatentMoE α d l hs hr S E)
     (route : Fin k → Fin E) (gateCap upCap : α) (x : Tensor α [d]) : Tensor α [l] :=
   let z := Tensor.vecMatMul x moe.downProject
   let w := Router.mixtureWeights (moe.rawScores x) route
-  fun c => finSum k (fun i => w i * (moe.routed (route i)).forward gateCap upCap z c)
+  fun c => finSum k (fun i => moe.routedScale * w i * (moe.routed (route i)).forward gateCap upCap z c)
 
 /-- The layer for a given route (report Eq. 11):
 `shared + (RMSNorm(routed) ⊙ g) W↑`. -/

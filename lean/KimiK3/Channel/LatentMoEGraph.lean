@@ -11,8 +11,8 @@ Top-k is **not** a graph node: the graph is built for a fixed route `Fin k → F
 and the three weights of expert `route i`. Nodes: the shared experts (`ExpertGraph.term`,
 summed), one down projection bound once (`let1`), per-slot sigmoid scores
 `σ(Σ_c x_c R_{c,e})` (`mul`, `sumLast`, `sigmoid`), raw-score renormalization (`div` by the
-summed scores), routed expert graphs on the latent vector, weighted sum (`broadcast`, `mul`,
-`add`), RMSNorm with scale (`rmsNormLast`), up projection, and the sum with the shared path.
+summed scores) times the routed scaling factor (`scale`), routed expert graphs on the latent
+vector, weighted sum (`broadcast`, `mul`, `add`), RMSNorm with scale (`rmsNormLast`), up projection, and the sum with the shared path.
 
 `eval_term` (**denotation theorem**): for every context holding the layer's weights at the
 given variables, the graph evaluates to `StableLatentMoE.forward route`, for all widths, all
@@ -51,7 +51,8 @@ raw scores. -/
 
 /-- The Stable LatentMoE graph for a fixed route (report Eq. 11): the slot-indexed variables
 hold the router column and weights of the expert in that slot. -/
-@[macro_inline] def term [Scalar α] {Γ : List Shape} (d l hs hr S k : Nat) (eps : α) (input : Var Γ [d])
+@[macro_inline] def term [Scalar α] {Γ : List Shape} (d l hs hr S k : Nat) (eps routedScale : α)
+    (input : Var Γ [d])
     (gateCap upCap : Var Γ [])
     (sharedGate sharedUp : Fin S → Var Γ [d, hs]) (sharedDown : Fin S → Var Γ [hs, d])
     (downProject : Var Γ [d, l]) (routerCol : Fin k → Var Γ [d])
@@ -61,8 +62,8 @@ hold the router column and weights of the expert in that slot. -/
     ExpertGraph.term d hs d input (sharedGate i) (sharedUp i) (sharedDown i) gateCap upCap)
   let routed : Term α Γ [l] := .let1 (vecMatTerm d l (.var input) (.var downProject))
     (sumTerms (.var .here) k (fun i =>
-      mulTerm l (.op (.broadcast l []) (.cons (weightTerm d k (.there input) (.there gateCap)
-          (fun j => .there (routerCol j)) i) .nil))
+      mulTerm l (.op (.broadcast l []) (.cons (.op (.scale routedScale []) (.cons
+          (weightTerm d k (.there input) (.there gateCap) (fun j => .there (routerCol j)) i) .nil)) .nil))
         (ExpertGraph.term l hr l .here (.there (routedGate i)) (.there (routedUp i))
           (.there (routedDown i)) (.there gateCap) (.there upCap))))
   let normed : Term α Γ [l] := .op (.rmsNormLast eps [] l) (.cons routed (.cons (.var normScale) .nil))
@@ -130,12 +131,12 @@ theorem eval_term {Γ : List Shape} {d l hs hr S E k : Nat}
     (hRU : ∀ i, env.get (routedUp i) = (moe.routed (route i)).upWeight)
     (hRD : ∀ i, env.get (routedDown i) = (moe.routed (route i)).downWeight)
     (hNorm : env.get normScale = moe.routedNormScale) (hUp : env.get upProject = moe.upProject) :
-    (term d l hs hr S k moe.normEps input gateCap upCap sharedGate sharedUp sharedDown downProject
+    (term d l hs hr S k moe.normEps moe.routedScale input gateCap upCap sharedGate sharedUp sharedDown downProject
       routerCol routedGate routedUp routedDown normScale upProject).eval env =
       moe.forward route (env.get gateCap) (env.get upCap) (env.get input) := by
   simp only [term, Term.eval_op, Term.eval_let1, Args.eval_cons, Args.eval_nil,
     PrimOp.eval_binary, PrimOp.eval_vecMatMul, PrimOp.eval_rmsNormLast, PrimOp.eval_broadcast,
-    eval_sumTerms_vec, ExpertGraph.eval_term, eval_weightTerm, Term.eval_var, Env.get_here,
+    PrimOp.eval_scale, eval_sumTerms_vec, ExpertGraph.eval_term, eval_weightTerm, Term.eval_var, Env.get_here,
     Env.get_there, hSG, hSU, hSD, hDown, hR, hRG, hRU, hRD, hNorm, hUp, mulTerm, vecMatTerm]
   rfl
 
@@ -159,7 +160,7 @@ theorem eval_term_route {Γ : List Shape} {d l hs hr S E k : Nat}
     (hRU : ∀ i, env.get (routedUp i) = (moe.routed (moe.route hk (env.get input) i)).upWeight)
     (hRD : ∀ i, env.get (routedDown i) = (moe.routed (moe.route hk (env.get input) i)).downWeight)
     (hNorm : env.get normScale = moe.routedNormScale) (hUp : env.get upProject = moe.upProject) :
-    (term d l hs hr S k moe.normEps input gateCap upCap sharedGate sharedUp sharedDown downProject
+    (term d l hs hr S k moe.normEps moe.routedScale input gateCap upCap sharedGate sharedUp sharedDown downProject
       routerCol routedGate routedUp routedDown normScale upProject).eval env =
       moe.forwardAuto hk (env.get gateCap) (env.get upCap) (env.get input) :=
   eval_term moe _ env input gateCap upCap sharedGate sharedUp sharedDown downProject routerCol

@@ -261,11 +261,11 @@ abbrev tailVar {d l hs hr S k : Nat} {s : Shape}
 /-- The Stable LatentMoE model for `k` route slots (report `modelGivenRoute`): parameters
 `paramSig`, inputs `input, gateCap, upCap`, one output. The route decides which experts'
 weights fill the slots (`parameters`), not the graph. -/
-@[macro_inline] def model [Scalar α] (d l hs hr S k : Nat) (eps : α) : Model α where
+@[macro_inline] def model [Scalar α] (d l hs hr S k : Nat) (eps routedScale : α) : Model α where
   params := paramSig d l hs hr S k
   inputs := inputSig d
   outputs := [("output", [d])]
-  body := .cons (MoEGraph.term d l hs hr S k eps
+  body := .cons (MoEGraph.term d l hs hr S k eps routedScale
     (tailVar (S := S) (k := k) (hs := hs) (.there (.there .here)))
     (tailVar (S := S) (k := k) (hs := hs) (.there (.there (.there .here))))
     (tailVar (S := S) (k := k) (hs := hs) (.there (.there (.there (.there .here)))))
@@ -308,7 +308,7 @@ all widths and numbers of shared and active experts. -/
 theorem modelGivenRoute_specFwd_eq_forward [ScalarField α] {d l hs hr S E k : Nat}
     (moe : StableLatentMoE α d l hs hr S E) (route : Fin k → Fin E) (input : Tensor α [d])
     (gateCap upCap : α) :
-    (model d l hs hr S k moe.normEps).specFwd (parameters moe route) (inputs input gateCap upCap) =
+    (model d l hs hr S k moe.normEps moe.routedScale).specFwd (parameters moe route) (inputs input gateCap upCap) =
       .cons (moe.forward route gateCap upCap input) .nil := by
   -- the parameter environment, piece by piece
   have hSG := fun i => get_sharedGate (inputs input gateCap upCap) S moe.shared
@@ -350,7 +350,7 @@ route the layer picks for this token (top-k of the bias-adjusted scores, certifi
 theorem modelAtInput_specFwd_eq_forwardAuto [ScalarField α] {d l hs hr S E k : Nat}
     (moe : StableLatentMoE α d l hs hr S E) (hk : k ≤ E) (input : Tensor α [d])
     (gateCap upCap : α) :
-    (model d l hs hr S k moe.normEps).specFwd (parameters moe (moe.route hk input))
+    (model d l hs hr S k moe.normEps moe.routedScale).specFwd (parameters moe (moe.route hk input))
         (inputs input gateCap upCap) =
       .cons (moe.forwardAuto hk gateCap upCap input) .nil :=
   modelGivenRoute_specFwd_eq_forward moe _ input gateCap upCap

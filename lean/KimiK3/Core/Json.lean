@@ -1,6 +1,7 @@
 module
 
 public import KimiK3.Core.Kernel
+public import KimiK3.Core.Program
 
 /-!
 # JSON export of typed graphs
@@ -14,6 +15,9 @@ public import KimiK3.Core.Kernel
   `let1` emits its bound term once and later uses refer to the same id, while a term written
   twice without `let1` is emitted twice;
 * `outputs`: named ids.
+
+`Program.toJson name p` writes the same format for a `Program Float` and emits each of the
+program's shared bindings once.
 
 `Float` attributes travel exactly as the decimal string of their IEEE-754 binary64 bits
 (`Float.toBits`). Everything here is written with its own recursion and `String` operations
@@ -148,7 +152,28 @@ def sigLength : Signature → Nat
   | [] => 0
   | _ :: rest => sigLength rest + 1
 
+/-- Emit the nodes of a chain of bindings; returns the ids of the final context. -/
+def letsNodes : {Γ Δ : List Shape} → Lets Float Γ Δ → List Nat → State → State × List Nat
+  | _, _, .nil, ids, st => (st, ids)
+  | _, _, .bind t rest, ids, st =>
+    let r := termNodes t ids st
+    letsNodes rest (r.2 :: ids) r.1
+
 end GraphJson
+
+open GraphJson in
+/-- The `k3spec.graph.v1` JSON document of a program (bindings emitted once). -/
+def Program.toJson (name : String) (p : Program Float) : String :=
+  let np := sigLength p.params
+  let ni := sigLength p.inputs
+  let ids := appendIds (sigIds p.params 0) (sigIds p.inputs np)
+  let r := letsNodes p.lets ids { next := np + ni, nodes := "" }
+  let o := argsNodes p.body r.2 r.1
+  "{\n  \"format\": \"k3spec.graph.v1\",\n  \"name\": " ++ str name ++
+    ",\n  \"params\": [" ++ joinComma (sigEntries p.params 0) ++
+    "],\n  \"inputs\": [" ++ joinComma (sigEntries p.inputs np) ++
+    "],\n  \"nodes\": [\n    " ++ o.1.nodes ++
+    "\n  ],\n  \"outputs\": [" ++ joinComma (outputEntries p.outputs o.2) ++ "]\n}"
 
 open GraphJson in
 /-- The `k3spec.graph.v1` JSON document of a model. -/

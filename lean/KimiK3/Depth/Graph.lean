@@ -11,7 +11,7 @@ public import KimiK3.Core.Json
 `softmaxLast`, and `vecMatMul` of the weights with the **un-normalized** rows. `AttnRes.model`
 wraps it with parameters `query [d]`, `norm_gain [d]` and the input `values [n, d]`;
 `jsonTiny` is its `k3spec.graph.v1` export on the tiny fixture (3 sources, `d = 24`,
-`ε = 1e-5`). Definitions only (executable, for the codegen bundle); the meaning is proved in
+`ε = 2e-5`, the tiny configuration's `attn_res_norm_eps`). Definitions only (executable, for the codegen bundle); the meaning is proved in
 `AttnResGraph.lean` (`specFwd_eq_attendPacked`).
 -/
 
@@ -51,8 +51,8 @@ output `output [d]`. -/
   body := .cons (term eps n d .here (.there .here) (.there (.there .here))) .nil
 
 /-- The `k3spec.graph.v1` JSON export of the AttnRes retrieval model on the tiny fixture:
-3 sources, `d = hidden_size = 24`, `ε = rms_norm_eps = 1e-5`. -/
-def jsonTiny : String := Model.toJson "attnres_tiny" (model (α := Float) 3 24 1e-5)
+3 sources, `d = hidden_size = 24`, `ε = attn_res_norm_eps = 2e-5`. -/
+def jsonTiny : String := Model.toJson "attnres_tiny" (model (α := Float) 3 24 2e-5)
 
 end AttnRes
 

@@ -155,7 +155,8 @@ variable {d l hs hr S E : Nat}
 /-- The reference layer of an array-backed one. -/
 noncomputable def toSpec (moe : StableLatentMoE α d l hs hr S E) : KimiK3.StableLatentMoE α d l hs hr S E :=
   ⟨moe.shared.toSpec, moe.downProject.toTensor, moe.routerWeight.toTensor, moe.routerBias.toTensor,
-   moe.routed.toSpec, moe.routedNormScale.toTensor, moe.normEps, moe.upProject.toTensor⟩
+   moe.routed.toSpec, moe.routedNormScale.toTensor, moe.normEps, moe.routedScale,
+   moe.upProject.toTensor⟩
 
 theorem sharedOutput_eq (moe : StableLatentMoE α d l hs hr S E) (gateCap upCap : α) (x : Arr α [d]) :
     (moe.sharedOutput gateCap upCap x).toTensor = moe.toSpec.sharedOutput gateCap upCap x.toTensor := by

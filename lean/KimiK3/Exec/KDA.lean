@@ -75,8 +75,8 @@ variable {d : KimiK3.KDA.LayerDims}
 noncomputable def LayerParams.toSpec (p : LayerParams α d) : KimiK3.KDA.LayerParams α d :=
   ⟨p.queryProj.toTensor, p.keyProj.toTensor, p.valueProj.toTensor, p.queryConv.toTensor,
    p.keyConv.toTensor, p.valueConv.toTensor, p.decayDown.toTensor, p.decayUp.toTensor,
-   p.decayLogScale.toTensor, p.betaProj.toTensor, p.gateWeight.toTensor, p.outNormScale.toTensor,
-   p.outputProj.toTensor, p.normEps⟩
+   p.decayBias.toTensor, p.decayLogScale.toTensor, p.betaProj.toTensor, p.gateWeight.toTensor,
+   p.outNormScale.toTensor, p.outputProj.toTensor, p.normEps, p.queryScale⟩
 
 /-- The reference state of an array-backed one. -/
 noncomputable def LayerState.toSpec (s : LayerState α d) : KimiK3.KDA.LayerState α d :=
@@ -116,8 +116,11 @@ theorem prepareHead_eq (p : LayerParams α d) (logFloor l2Eps : α)
       KimiK3.KDA.prepare p.toSpec logFloor l2Eps window.toTensor x.toTensor h := by
   simp only [prepareHead, prepareAll, Input.toSpec, KimiK3.KDA.prepare, Seq.memoFn_eq, Seq.memo2_eq]
   congr 1
-  · rw [Arr.toTensor_l2Normalize_seq]; congr 1; funext i
-    simp [silu_eq, ← projectConv_eq, LayerParams.toSpec]
+  · funext i
+    simp only [Arr.toTensor_vec, LayerParams.toSpec]
+    rw [← Arr.toTensor_apply1, Arr.toTensor_l2Normalize_seq]
+    congr 2; funext j
+    simp [silu_eq, ← projectConv_eq]
   · rw [Arr.toTensor_l2Normalize_seq]; congr 1; funext i
     simp [silu_eq, ← projectConv_eq, LayerParams.toSpec]
   · funext c

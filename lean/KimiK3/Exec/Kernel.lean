@@ -381,6 +381,8 @@ structure StableLatentMoE (α : Type) (d l hs hr S E : Nat) where
   routedNormScale : Arr α [l]
   /-- RMSNorm ε of the routed path. -/
   normEps : α
+  /-- The routed scaling factor `ρ` (hub `routed_scaling_factor`). -/
+  routedScale : α
   /-- The up projection `W↑ : [l, d]`. -/
   upProject : Arr α [l, d]
 
@@ -398,14 +400,14 @@ def sharedOutput (moe : StableLatentMoE α d l hs hr S E) (gateCap upCap : α) (
 def route (moe : StableLatentMoE α d l hs hr S E) (k : Nat) (x : Arr α [d]) : Array Nat :=
   topK k (adjustedScores (routerScores moe.routerWeight x) moe.routerBias)
 
-/-- The routed aggregate `Σ_i w_i · Expert_{T_i}(x W↓)` for a route (as `routedAggregate`),
+/-- The routed aggregate `Σ_i ρ w_i · Expert_{T_i}(x W↓)` for a route (as `routedAggregate`),
 each chosen expert run once. -/
 def routedAggregate (moe : StableLatentMoE α d l hs hr S E) (k : Nat) (route : Array Nat)
     (gateCap upCap : α) (x : Arr α [d]) : Arr α [l] :=
   let z := Arr.vecMatMul x moe.downProject
   let w := mixtureWeights k (routerScores moe.routerWeight x) route
   let outs := arrayOfFn k (fun i => (moe.routed.get (arrayGetD route i 0)).forward gateCap upCap z)
-  Arr.vec l (fun c => sumTo k (fun i => w.get i * (arrayGetD outs i (zeros l)).get c))
+  Arr.vec l (fun c => sumTo k (fun i => moe.routedScale * w.get i * (arrayGetD outs i (zeros l)).get c))
 
 /-- **The layer for a given route** `shared + (RMSNorm(routed) ⊙ g) W↑` (report Eq. 11, as
 `forward`); the route's entries are expert indices. -/
@@ -502,6 +504,8 @@ structure LayerParams (α : Type) (d : KimiK3.KDA.LayerDims) where
   decayDown : Arr α [d.modelDim, d.decayRank]
   /-- Low-rank decay projection, up part `[decayRank, heads, keyDim]`. -/
   decayUp : Arr α [d.decayRank, d.heads, d.keyDim]
+  /-- The decay-logit bias `b : [heads, keyDim]` (hub `dt_bias`). -/
+  decayBias : Arr α [d.heads, d.keyDim]
   /-- The decay log-scale `s`, one per head. -/
   decayLogScale : Arr α [d.heads]
   /-- Write-strength projection `[modelDim, heads]`. -/
@@ -514,6 +518,8 @@ structure LayerParams (α : Type) (d : KimiK3.KDA.LayerDims) where
   outputProj : Arr α [d.heads, d.valueDim, d.modelDim]
   /-- The RMSNorm stabilizer of the output norm. -/
   normEps : α
+  /-- The query scale multiplying the L2-normalized query. -/
+  queryScale : α
 
 /-- The causal state of a KDA layer, array-backed (as `KDA.LayerState`). -/
 structure LayerState (α : Type) (d : KimiK3.KDA.LayerDims) where
@@ -560,14 +566,17 @@ def prepareAll (p : LayerParams α d) (window : Arr α [d.convWidth, d.modelDim]
    projectConv window p.valueProj p.valueConv, Arr.vecMatMul x p.decayDown⟩
 
 /-- **The KDA inputs of head `h`** (k3-spec §2.2 steps 1–6, as `KDA.prepare`): SiLU, L2
-normalization of query and key, retention from the low-rank logit, `β = σ(x W_β)`. -/
+normalization of query and key, the query times `queryScale`, retention from the low-rank
+logit plus the bias, `β = σ(x W_β)`. -/
 def prepareHead (p : LayerParams α d) (logFloor l2Eps : α) (pre : Prepared α d) (x : Arr α [d.modelDim])
     (h : Nat) : Input α d.keyDim d.valueDim :=
-  ⟨Arr.l2Normalize l2Eps (Arr.vec d.keyDim (fun i => silu (pre.query.get (h * d.keyDim + i)))),
+  let qn := Arr.l2Normalize l2Eps (Arr.vec d.keyDim (fun i => silu (pre.query.get (h * d.keyDim + i))))
+  ⟨Arr.vec d.keyDim (fun i => p.queryScale * qn.get i),
    Arr.l2Normalize l2Eps (Arr.vec d.keyDim (fun i => silu (pre.key.get (h * d.keyDim + i)))),
    Arr.vec d.valueDim (fun c => silu (pre.value.get (h * d.valueDim + c))),
    Arr.vec d.keyDim (fun i => retention logFloor (p.decayLogScale.get h)
-     (sumTo d.decayRank (fun r => pre.low.get r * p.decayUp.get ((r * d.heads + h) * d.keyDim + i)))),
+     (sumTo d.decayRank (fun r => pre.low.get r * p.decayUp.get ((r * d.heads + h) * d.keyDim + i)) +
+       p.decayBias.get (h * d.keyDim + i))),
    Scalar.sigmoid (sumTo d.modelDim (fun m => x.get m * p.betaProj.get (m * d.heads + h)))⟩
 
 /-- The layer output from the per-head readouts `o : [heads, valueDim]`
@@ -926,19 +935,21 @@ structure BackboneLayer (α : Type) (m : ModelDims) where
   sequenceNormScale : Arr α [m.hidden]
   /-- The RMSNorm gain of the channel mixer's input. -/
   channelNormScale : Arr α [m.hidden]
-  /-- The stabilizer ε. -/
-  eps : α
+  /-- The stabilizer `ε'` of the two retrievals' score norms. -/
+  retrievalEps : α
+  /-- The stabilizer `ε` of the two pre-norms. -/
+  normEps : α
 
 namespace BackboneLayer
 
 /-- The sequence mixer's input (as `sequenceInput`). -/
 def sequenceInput (layer : BackboneLayer α m) (depth : BlockState α m.hidden) : Arr α [m.hidden] :=
-  Arr.rmsNorm layer.eps (depth.retrieve layer.eps layer.sequenceQuery) layer.sequenceNormScale
+  Arr.rmsNorm layer.normEps (depth.retrieve layer.retrievalEps layer.sequenceQuery) layer.sequenceNormScale
 
 /-- The rest of the layer once the sequence output is known (as `commit`). -/
 def commit (layer : BackboneLayer α m) (depth : BlockState α m.hidden) (seqOut : Arr α [m.hidden]) :
     BlockState α m.hidden :=
-  let chanIn := Arr.rmsNorm layer.eps (depth.retrieveAfterSequence layer.eps layer.channelQuery seqOut)
+  let chanIn := Arr.rmsNorm layer.normEps (depth.retrieveAfterSequence layer.retrievalEps layer.channelQuery seqOut)
     layer.channelNormScale
   let chanOut := layer.channel.forward chanIn
   depth.finishLayer m.blockSize seqOut chanOut
@@ -971,8 +982,10 @@ structure LanguageModel (α : Type) (m : ModelDims) where
   finalNormScale : Arr α [m.hidden]
   /-- The vocabulary head `[d, vocab]`. -/
   head : Arr α [m.hidden, m.vocab]
-  /-- The stabilizer ε of the final RMSNorm and retrieval. -/
-  eps : α
+  /-- The stabilizer `ε'` of the final retrieval's score norm. -/
+  retrievalEps : α
+  /-- The stabilizer `ε` of the final RMSNorm. -/
+  normEps : α
 
 namespace LanguageModel
 
@@ -988,7 +1001,7 @@ def embed (model : LanguageModel α m) (token : Nat) : Arr α [m.hidden] := Arr.
 
 /-- **The final head** (as `readout`). -/
 def readout (model : LanguageModel α m) (depth : BlockState α m.hidden) : Arr α [m.vocab] :=
-  let h := Arr.rmsNorm model.eps (depth.retrieve model.eps model.finalQuery) model.finalNormScale
+  let h := Arr.rmsNorm model.normEps (depth.retrieve model.retrievalEps model.finalQuery) model.finalNormScale
   Arr.vecMatMul h model.head
 
 /-- One token's depth state through every layer (as `layersToken`). -/

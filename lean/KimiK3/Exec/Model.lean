@@ -103,7 +103,8 @@ theorem ChannelMixer.forward_eq (mixer : ChannelMixer α c.execDims) (x : Arr α
 /-- The reference layer of an array-backed one. -/
 noncomputable def BackboneLayer.toSpec (layer : BackboneLayer α c.execDims) : KimiK3.BackboneLayer α c :=
   ⟨layer.sequence.toSpec, layer.channel.toSpec, layer.sequenceQuery.toTensor, layer.channelQuery.toTensor,
-   layer.sequenceNormScale.toTensor, layer.channelNormScale.toTensor, layer.eps⟩
+   layer.sequenceNormScale.toTensor, layer.channelNormScale.toTensor, layer.retrievalEps,
+   layer.normEps⟩
 
 omit [Scalar α] in
 theorem BlockState.memoPartial_eq {d : Nat} (s : KimiK3.BlockState α d) : s.memoPartial = s := by
@@ -160,7 +161,7 @@ theorem scanLayers_map {ℓ σ γ ℓ' σ' γ' : Type} (f : ℓ → σ → γ �
 /-- The reference model of an array-backed one. -/
 noncomputable def LanguageModel.toSpec (model : LanguageModel α c.execDims) : KimiK3.LanguageModel α c :=
   ⟨model.embedding.toTensor, listMap BackboneLayer.toSpec model.layers, model.finalQuery.toTensor,
-   model.finalNormScale.toTensor, model.head.toTensor, model.eps⟩
+   model.finalNormScale.toTensor, model.head.toTensor, model.retrievalEps, model.normEps⟩
 
 /-- The reference model state of an array-backed one. -/
 noncomputable def LanguageModel.stateToSpec (states : LanguageModel.State α c.execDims) :

@@ -1,6 +1,7 @@
 module
 
 public import KimiK3.Core.GraphEval
+public import KimiK3.Core.Program
 
 /-!
 # Graph programs: shared bindings, then several outputs
@@ -9,11 +10,11 @@ A `Model`'s outputs are independent terms, so a value that two outputs need is c
 exported) twice. A `Program` binds its intermediate values once (`Lets`, a chain of `let1`s)
 and reads all outputs from the final context; the JSON exporter emits each binding once.
 
-* `Lets Γ Δ`: bindings taking context `Γ` to `Δ` (each binding pushes one entry);
-  `Lets.eval`, `Lets.wrap` (the same bindings as nested `Term.let1`), `eval_wrap`;
-* `Program` and `Program.eval`; `Program.toModel` (each output wrapped in the bindings) and
+* `Lets Γ Δ` (bindings taking context `Γ` to `Δ`, each pushing one entry) and `Program` are
+  defined in `Core/Program.lean` (so that the JSON exporter of `Core/Json.lean` can serialize
+  programs); here: `Lets.eval`, `Lets.wrap` (the same bindings as nested `Term.let1`),
+  `eval_wrap`, `Program.eval`; `Program.toModel` (each output wrapped in the bindings) and
   `toModel_specFwd` (the model computes the program's outputs);
-* `Var.at Γ i`: the `i`-th context entry (a de Bruijn index checked by `decide`);
 * `Term.weakenEnd Δ t`: a term of context `Γ` used in `Γ ++ Δ` (`eval_weakenEnd`), to reuse a
   graph of a small context inside a bigger one.
 
@@ -24,24 +25,6 @@ generic callers in other modules must be `@[macro_inline]`.
 @[expose] public section
 
 namespace KimiK3
-
-/-- The number of entries of a context (own recursion, so it compiles offline). -/
-def ctxLen : List Shape → Nat
-  | [] => 0
-  | _ :: Γ => ctxLen Γ + 1
-
-/-- The `i`-th entry of a context (`[]` past its end). -/
-def ctxGet : List Shape → Nat → Shape
-  | [], _ => []
-  | s :: _, 0 => s
-  | _ :: Γ, i + 1 => ctxGet Γ i
-
-/-- The variable at position `i` of a context (`0` is the most recent entry); the bound is
-checked by `decide` at the use site. -/
-def Var.at : (Γ : List Shape) → (i : Nat) → i < ctxLen Γ → Var Γ (ctxGet Γ i)
-  | [], _, h => absurd h (Nat.not_lt_zero _)
-  | _ :: _, 0, _ => .here
-  | _ :: Γ, i + 1, h => .there (Var.at Γ i (Nat.lt_of_succ_lt_succ h))
 
 /-- A variable of `Γ` as a variable of `Γ ++ Δ` (entries appended at the far end). -/
 def Var.weakenEnd (Δ : List Shape) : {Γ : List Shape} → {s : Shape} → Var Γ s →
@@ -66,14 +49,6 @@ def Args.weakenEnd {α : Type} (Δ : List Shape) : {Γ ss : List Shape} → Args
 
 end
 
-/-- A chain of bindings from context `Γ` to context `Δ`: each binding evaluates a term once and
-pushes its value as the new first entry. -/
-inductive Lets (α : Type) : List Shape → List Shape → Type where
-  /-- No binding. -/
-  | nil {Γ : List Shape} : Lets α Γ Γ
-  /-- Bind `t`, then continue in the extended context. -/
-  | bind {Γ Δ : List Shape} {s : Shape} : Term α Γ s → Lets α (s :: Γ) Δ → Lets α Γ Δ
-
 /-- The bindings as nested `Term.let1` around a term of the final context. -/
 def Lets.wrap {α : Type} : {Γ Δ : List Shape} → {s : Shape} → Lets α Γ Δ → Term α Δ s → Term α Γ s
   | _, _, _, .nil, t => t
@@ -84,22 +59,6 @@ def Lets.wrapArgs {α : Type} {Γ Δ : List Shape} (l : Lets α Γ Δ) : {ss : L
     Args α Δ ss → Args α Γ ss
   | _, .nil => .nil
   | _, .cons t ts => .cons (l.wrap t) (Lets.wrapArgs l ts)
-
-/-- A graph program: named parameters and inputs (context: parameters first), shared bindings,
-and named outputs read from the final context. -/
-structure Program (α : Type) where
-  /-- Weights, in context order. -/
-  params : Signature
-  /-- Activations, after the parameters. -/
-  inputs : Signature
-  /-- Named outputs. -/
-  outputs : Signature
-  /-- The final context. -/
-  ctx : List Shape
-  /-- The shared bindings. -/
-  lets : Lets α (Shape.appendList params.shapes inputs.shapes) ctx
-  /-- One term per output over the final context. -/
-  body : Args α ctx outputs.shapes
 
 /-- The program as a `Model`: each output term wrapped in all the bindings (same meaning,
 `toModel_specFwd`; the exporter of programs emits the bindings once instead). -/

@@ -16,9 +16,9 @@ commits once to the depth state. There is **no ordinary residual addition**: a l
 reach later layers only through the depth state (`BlockState`, `Depth/Kernel.lean`).
 
 ```
-seqIn   = RMSNorm_ε(retrieve w_seq depth) ⊙ γ_seq
+seqIn   = RMSNorm_ε(retrieve_ε' w_seq depth) ⊙ γ_seq
 (s', seqOut) = sequence.step s seqIn
-chanIn  = RMSNorm_ε(retrieveAfterSequence w_chan depth seqOut) ⊙ γ_chan
+chanIn  = RMSNorm_ε(retrieveAfterSequence_ε' w_chan depth seqOut) ⊙ γ_chan
 chanOut = channel chanIn
 depth'  = finishLayer B depth seqOut chanOut
 ```
@@ -148,8 +148,8 @@ that each is computed once per token. -/
 end ChannelMixer
 
 /-- **A backbone layer** (k3-spec §2.5): sequence and channel mixer, the two AttnRes retrieval
-queries, the gains of the two input RMSNorms, and the RMSNorm/retrieval stabilizer ε
-(`rms_norm_eps`). -/
+queries, the gains of the two input RMSNorms, and two stabilizers: `ε'` of the retrievals' score
+norms (config `attn_res_norm_eps`) and `ε` of the two pre-norms (config `rms_norm_eps`). -/
 structure BackboneLayer (α : Type) (c : Config) where
   /-- The sequence mixer (KDA or MLA, by `Config.attentionKindAt`). -/
   sequence : SequenceMixer α c
@@ -163,8 +163,10 @@ structure BackboneLayer (α : Type) (c : Config) where
   sequenceNormScale : Tensor α [c.hiddenDim]
   /-- The RMSNorm gain of the channel mixer's input. -/
   channelNormScale : Tensor α [c.hiddenDim]
-  /-- The stabilizer ε of the RMSNorms and of the retrievals' score norms. -/
-  eps : α
+  /-- The stabilizer `ε'` of the two retrievals' unit-gain score norms. -/
+  retrievalEps : α
+  /-- The stabilizer `ε` of the two pre-norms (`input_layernorm`, `post_attention_layernorm`). -/
+  normEps : α
 
 /-- The depth state with its partial sum memoized (equal to it); keeps the per-coordinate cost
 of the partial sum constant from layer to layer. -/
@@ -175,19 +177,20 @@ namespace BackboneLayer
 
 variable {α : Type} [Scalar α] {c : Config}
 
-/-- The sequence mixer's input `RMSNorm_ε(retrieve w_seq depth) ⊙ γ_seq` (k3-spec §2.5). -/
+/-- The sequence mixer's input `RMSNorm_ε(retrieve_ε' w_seq depth) ⊙ γ_seq` (k3-spec §2.5). -/
 @[macro_inline] def sequenceInput (layer : BackboneLayer α c) (depth : BlockState α c.hiddenDim) :
     Tensor α [c.hiddenDim] :=
-  Seq.memoFn (Seq.rmsNorm layer.eps (depth.retrieve layer.eps layer.sequenceQuery) layer.sequenceNormScale)
+  Seq.memoFn (Seq.rmsNorm layer.normEps (depth.retrieve layer.retrievalEps layer.sequenceQuery)
+    layer.sequenceNormScale)
 
 /-- The rest of the layer once the sequence output is known (k3-spec §2.5): the channel input
-`RMSNorm_ε(retrieveAfterSequence w_chan depth seqOut) ⊙ γ_chan`, the channel output, and the
+`RMSNorm_ε(retrieveAfterSequence_ε' w_chan depth seqOut) ⊙ γ_chan`, the channel output, and the
 single commit `finishLayer B depth seqOut chanOut`. -/
 @[macro_inline] def commit (layer : BackboneLayer α c) (depth : BlockState α c.hiddenDim)
     (seqOut : Tensor α [c.hiddenDim]) : BlockState α c.hiddenDim :=
   let seqOut := Seq.memoFn seqOut
-  let chanIn := Seq.memoFn (Seq.rmsNorm layer.eps
-    (depth.retrieveAfterSequence layer.eps layer.channelQuery seqOut) layer.channelNormScale)
+  let chanIn := Seq.memoFn (Seq.rmsNorm layer.normEps
+    (depth.retrieveAfterSequence layer.retrievalEps layer.channelQuery seqOut) layer.channelNormScale)
   let chanOut := Seq.memoFn (layer.channel.forward chanIn)
   (depth.finishLayer c.attnResBlockSize seqOut chanOut).memoPartial
 

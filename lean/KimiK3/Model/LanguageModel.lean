@@ -25,8 +25,9 @@ namespace KimiK3
 
 /-- **The language model** (k3-spec §2.5): embedding table `[vocab, d]`, the layers in order
 (layer `i`, 0-based, is paper layer `i + 1`), the final retrieval query and RMSNorm gain, the
-vocabulary head `[d, vocab]` (`[in, out]`), and the stabilizer ε of the final norm and
-retrieval. The AttnRes block size is the configuration's. -/
+vocabulary head `[d, vocab]` (`[in, out]`), and the stabilizers `ε'` of the final retrieval's
+score norm (config `attn_res_norm_eps`) and `ε` of the final norm (config `final_norm_eps`). The
+AttnRes block size is the configuration's. -/
 structure LanguageModel (α : Type) (c : Config) where
   /-- Token embedding table `[vocab, d]`. -/
   embedding : Tensor α [c.vocabSize, c.hiddenDim]
@@ -38,8 +39,10 @@ structure LanguageModel (α : Type) (c : Config) where
   finalNormScale : Tensor α [c.hiddenDim]
   /-- The vocabulary head `[d, vocab]`. -/
   head : Tensor α [c.hiddenDim, c.vocabSize]
-  /-- The stabilizer ε of the final RMSNorm and retrieval. -/
-  eps : α
+  /-- The stabilizer `ε'` of the final retrieval's score norm. -/
+  retrievalEps : α
+  /-- The stabilizer `ε` of the final RMSNorm (`model.norm`). -/
+  normEps : α
 
 namespace LanguageModel
 
@@ -57,10 +60,11 @@ abbrev State (α : Type) (c : Config) := List (MixerState α c)
   model.embedding token
 
 /-- **The final head** (k3-spec §2.5 `finishDecoder`):
-`logits = (RMSNorm_ε(retrieve w_final depth) ⊙ γ_final) · head`. -/
+`logits = (RMSNorm_ε(retrieve_ε' w_final depth) ⊙ γ_final) · head`. -/
 @[macro_inline] def readout (model : LanguageModel α c) (depth : BlockState α c.hiddenDim) :
     Tensor α [c.vocabSize] :=
-  let h := Seq.memoFn (Seq.rmsNorm model.eps (depth.retrieve model.eps model.finalQuery) model.finalNormScale)
+  let h := Seq.memoFn (Seq.rmsNorm model.normEps (depth.retrieve model.retrievalEps model.finalQuery)
+    model.finalNormScale)
   Seq.memoFn (Seq.vecMatMul h model.head)
 
 /-- One token's depth state through every layer (each with its own mixer state); returns the

@@ -12,7 +12,10 @@ over heads (`packedStepModel`) — and for the packed Gated MLA step (`GatedMLA.
 k3-spec §2.3), with their `k3spec.graph.v1` JSON exports on the tiny fixture's dimensions
 (`headStepJsonTiny`, `packedStepJsonTiny`, `GatedMLA.stepJsonTiny`). Definitions only
 (executable, so the codegen bundle can evaluate them); their meaning is proved in
-`KDAGraph.lean`, `KDAPacked.lean` and `MLAGraph.lean`.
+`KDAGraph.lean`, `KDAPacked.lean` and `MLAGraph.lean`. The term builders that the decoder
+graph reuses (`expand*Term`, `batchedReadTerm`, `packedUpdateTerm`, `GatedMLA.stepModel`) are
+`@[macro_inline]`, so that `Graph/Kernel.lean` can compile them (a module cannot compile a call
+to another module's type-generic function offline).
 -/
 
 @[expose] public section
@@ -67,7 +70,7 @@ def headStepModel (keyDim valueDim : Nat) : Model α where
 
 /-- Broadcast a `[H, K]` term along a new last axis of length `V`:
 `reshape [H*K] → broadcast V → swapAxes01 → reshape [H, K, V]`. -/
-def expandLastTerm {Γ : List Shape} (H K V : Nat) (t : Term α Γ [H, K]) : Term α Γ [H, K, V] :=
+@[macro_inline] def expandLastTerm {Γ : List Shape} (H K V : Nat) (t : Term α Γ [H, K]) : Term α Γ [H, K, V] :=
   .op (.reshape [H * K, V] [H, K, V] (by simp [Shape.numel, Nat.mul_assoc]))
     (.cons (.op (.swapAxes01 V (H * K) [])
       (.cons (.op (.broadcast V [H * K])
@@ -75,16 +78,16 @@ def expandLastTerm {Γ : List Shape} (H K V : Nat) (t : Term α Γ [H, K]) : Ter
 
 /-- Broadcast a `[H, V]` term along a new middle axis of length `K`
 (`broadcast K`, then `swapAxes01`). -/
-def expandMidTerm {Γ : List Shape} (H K V : Nat) (t : Term α Γ [H, V]) : Term α Γ [H, K, V] :=
+@[macro_inline] def expandMidTerm {Γ : List Shape} (H K V : Nat) (t : Term α Γ [H, V]) : Term α Γ [H, K, V] :=
   .op (.swapAxes01 K H [V]) (.cons (.op (.broadcast K [H, V]) (.cons t .nil)) .nil)
 
 /-- Broadcast a `[H]` term to `[H, V]` (`broadcast V`, then `swapAxes01`). -/
-def expandHeadTerm {Γ : List Shape} (H V : Nat) (t : Term α Γ [H]) : Term α Γ [H, V] :=
+@[macro_inline] def expandHeadTerm {Γ : List Shape} (H V : Nat) (t : Term α Γ [H]) : Term α Γ [H, V] :=
   .op (.swapAxes01 V H []) (.cons (.op (.broadcast V [H]) (.cons t .nil)) .nil)
 
 /-- The batched row-vector product `o[h, c] = Σ_r q[h, r] M[h, r, c]` (`reshape` the rows to
 `[H, 1, K]`, `batchedMatMul`, `reshape` back to `[H, V]`). -/
-def batchedReadTerm {Γ : List Shape} (H K V : Nat) (q : Term α Γ [H, K]) (m : Term α Γ [H, K, V]) :
+@[macro_inline] def batchedReadTerm {Γ : List Shape} (H K V : Nat) (q : Term α Γ [H, K]) (m : Term α Γ [H, K, V]) :
     Term α Γ [H, V] :=
   .op (.reshape [H, 1, V] [H, V] (by simp [Shape.numel]))
     (.cons (.op (.batchedMatMul H 1 K V)
@@ -97,7 +100,7 @@ abbrev packedCtx (H K V : Nat) : List Shape := [[H, K, V], [H, K], [H, V], [H, K
 /-- **The packed multi-head KDA update** (report Eq. 1, the article's `updateTerm`): the decay
 `mul` (bound once), the batched correction, two outer products as broadcast `mul`s, two
 `β`-scaled `mul`s, `sub` and `add`. -/
-def packedUpdateTerm (H K V : Nat) : Term α (packedCtx H K V) [H, K, V] :=
+@[macro_inline] def packedUpdateTerm (H K V : Nat) : Term α (packedCtx H K V) [H, K, V] :=
   .let1
     (.op (.binary .mul [H, K, V])
       (.cons (expandLastTerm H K V (.var (.there (.there (.there .here))))) (.cons (.var .here) .nil)))
@@ -176,7 +179,7 @@ parameters `stepParams` (in `LayerParams` order), inputs `latent_cache [T, kvLat
 appended with `concat0`, scores use the absorbed form `Σ_c qC[h,c] (c_kv[j] W_k[h])[c]` via
 `sumLast`, the softmax runs along the token axis, the gate comes from `x`, and heads are summed
 with `swapAxes01`/`sumLast`. The context is named with `Vars.all` (`Core/NamedVars.lean`). -/
-def stepModel (eps : α) (T : Nat) (d : Dims) : Model α where
+@[macro_inline] def stepModel (eps : α) (T : Nat) (d : Dims) : Model α where
   params := stepParams d
   inputs := stepInputs T d
   outputs := [("latent_cache_next", [T + 1, d.kvLatentDim]),
@@ -243,8 +246,8 @@ def paramsEnv (p : Params α d) : Env α (stepModel (α := α) p.normEps 0 d).pa
       (.cons p.valueUp (.cons p.gateWeight (.cons p.outputWeight .nil))))))))))
 
 /-- The `k3spec.graph.v1` JSON export of the packed Gated MLA step graph on the tiny fixture's
-dimensions, 2 past tokens, `ε = rms_norm_eps = 1e-5`. -/
-def stepJsonTiny : String := Model.toJson "mla_packed_step_tiny" (stepModel (α := Float) 1e-5 2 tinyDims)
+dimensions, 2 past tokens, `ε = mla_latent_norm_eps = 2e-6` (the tiny configuration's). -/
+def stepJsonTiny : String := Model.toJson "mla_packed_step_tiny" (stepModel (α := Float) 2e-6 2 tinyDims)
 
 end GatedMLA
 

@@ -108,6 +108,16 @@ theorem step_beta_one_reads_value (S : State α keyDim valueDim) (x : Input α k
   rw [step_snd, read_apply, hq]
   exact update_beta_one_predicts S x h hk c
 
+/-- **The query scale commutes with the readout**: reading with the scaled query `c q` is `c`
+times the readout `Sᵀq` (so scaling the query, as the layer and fla do, equals scaling the
+readout, as pybridge does). -/
+theorem read_scale (S : State α keyDim valueDim) (c : α) (q : Tensor α [keyDim]) :
+    read S (fun r => c * q r) = fun j => c * read S q j := by
+  funext j
+  simp only [read_apply]
+  rw [← finSum_mul_left]
+  exact finSum_congr (fun r => by grind)
+
 end Field
 
 end KDA

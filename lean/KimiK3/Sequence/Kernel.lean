@@ -551,9 +551,11 @@ structure LayerDims where
   decayRank : Nat
 
 /-- The parameters of a KDA layer (k3-spec §2.2, `[in, out]` layout). Choices where the report
-does not fix the form, following the public Kimi Linear code: SiLU after the depthwise
-convolution; per-head `β = σ(x W_β)`; the decay logit from a rank-`decayRank` projection
-`x W_down W_up`; a full-rank sigmoid output gate from the layer input (the tiny fixture's
+does not fix the form, following the public Kimi Linear code and the released checkpoint's
+tensors: SiLU after the depthwise convolution; per-head `β = σ(x W_β)`; the decay logit from a
+rank-`decayRank` projection plus a bias, `z = x W_down W_up + b` (hub `f_a_proj`, `f_b_proj`,
+`dt_bias`), read as `g = g_min σ(e^{s_h} z)`; the L2-normalized query multiplied by the query
+scale (fla's `q · scale`); a full-rank sigmoid output gate from the layer input (the fixtures'
 `use_full_rank_gate`); per-head RMSNorm of the readout with a shared gain. -/
 structure LayerParams (α : Type) (d : LayerDims) where
   /-- Query projection `[modelDim, heads, keyDim]`. -/
@@ -573,6 +575,9 @@ structure LayerParams (α : Type) (d : LayerDims) where
   decayDown : Tensor α [d.modelDim, d.decayRank]
   /-- Low-rank decay projection, up part `[decayRank, heads, keyDim]`. -/
   decayUp : Tensor α [d.decayRank, d.heads, d.keyDim]
+  /-- The decay-logit bias `b : [heads, keyDim]` (hub `dt_bias`, length `heads · keyDim`,
+  head-major), added to the low-rank logit before the log-scale: `g = g_min σ(e^{s_h} (z + b))`. -/
+  decayBias : Tensor α [d.heads, d.keyDim]
   /-- The decay log-scale `s` of report Eq. 5, one per head. -/
   decayLogScale : Tensor α [d.heads]
   /-- Write-strength projection `[modelDim, heads]`: `β = σ(x W_β)`. -/
@@ -583,8 +588,14 @@ structure LayerParams (α : Type) (d : LayerDims) where
   outNormScale : Tensor α [d.valueDim]
   /-- Output projection `[heads, valueDim, modelDim]`. -/
   outputProj : Tensor α [d.heads, d.valueDim, d.modelDim]
-  /-- The RMSNorm stabilizer of the output norm (not in the article; fixture `rms_norm_eps`). -/
+  /-- The RMSNorm stabilizer of the output norm (not in the article; config
+  `linear_attn_config.output_norm_eps`, default `rms_norm_eps`). -/
   normEps : α
+  /-- The query scale (config `linear_attn_config.query_scale`, default `1/√keyDim`): the
+  L2-normalized query is multiplied by it before the readout, as fla's `chunk_kda` does
+  (`q · scale`); pybridge scales the readout instead, `scale · (Sᵀq)`, which is the same over the
+  reals by linearity (`KDA.read_scale`). -/
+  queryScale : α
 
 /-- The causal state of a KDA layer: the convolution window of the last `convWidth` layer
 inputs (oldest first) and one recurrent state per head (k3-spec §2.2, §2.1). -/
@@ -615,19 +626,21 @@ def projectConv {n : Nat} (window : Tensor α [d.convWidth, d.modelDim])
 
 /-- The prepared KDA inputs of every head for the current token `x` with the updated window
 (k3-spec §2.2 steps 1–6): projection and depthwise convolution, SiLU, L2 normalization of
-queries and keys (`ε = l2Eps`), retention `exp(g_min σ(e^{s} z))` from the low-rank logit `z`,
-and `β = σ(x W_β)`. -/
+queries and keys (`ε = l2Eps`), the query times `queryScale`, retention
+`exp(g_min σ(e^{s} (z + b)))` from the low-rank logit `z` and the bias `b`, and
+`β = σ(x W_β)`. -/
 def prepare (p : LayerParams α d) (logFloor l2Eps : α) (window : Tensor α [d.convWidth, d.modelDim])
     (x : Tensor α [d.modelDim]) (h : Fin d.heads) : Input α d.keyDim d.valueDim :=
   let q := Seq.memo2 (projectConv window p.queryProj p.queryConv)
   let k := Seq.memo2 (projectConv window p.keyProj p.keyConv)
   let v := Seq.memo2 (projectConv window p.valueProj p.valueConv)
   let low := Seq.memoFn (Seq.vecMatMul x p.decayDown)
-  ⟨Seq.memoFn (Seq.l2Normalize l2Eps (fun i => Seq.silu (q h i))),
+  let qn := Seq.memoFn (Seq.l2Normalize l2Eps (fun i => Seq.silu (q h i)))
+  ⟨Seq.memoFn (fun i => p.queryScale * qn i),
    Seq.memoFn (Seq.l2Normalize l2Eps (fun i => Seq.silu (k h i))),
    Seq.memoFn (fun c => Seq.silu (v h c)),
    Seq.memoFn (fun i => retention logFloor (p.decayLogScale h)
-     (Seq.sum d.decayRank (fun r => low r * p.decayUp r h i))),
+     (Seq.sum d.decayRank (fun r => low r * p.decayUp r h i) + p.decayBias h i)),
    Scalar.sigmoid (Seq.sum d.modelDim (fun m => x m * p.betaProj m h))⟩
 
 /-- The output of the layer from the per-head readouts `o : [heads, valueDim]`:
