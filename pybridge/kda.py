@@ -78,9 +78,9 @@ def kda_chunked(
     so (I + A) E = Diag(beta) (V - K_hat S0), A[t,s] = beta_t k_t . e^{G_t-G_s} k_s for s < t
     (strictly lower triangular), K_hat rows e^{G_t} k_t. With the UT inverse (I + A)^-1:
     E = U - W S0, U = (I + A)^-1 Diag(beta) V, W = (I + A)^-1 Diag(beta) K_hat, computed for
-    all chunks at once; then a loop over chunks carries S0:
-        O = Q_hat S0 + M E,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),  Q_hat rows e^{G_t} q_t
-        S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
+    many chunks at once; then a loop over chunks carries S0:
+        O = Q_hat S0 + M E = (Q_hat - M W) S0 + M U,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),
+        Q_hat rows e^{G_t} q_t,  S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
 
     Numerics: A and M need e^{G_t-G_s} <= 1, which must not be formed as e^{G_t} e^{-G_s}
     (e^{-G_s} reaches e^{5C} at the gate floor g = -5). Each chunk is cut into sub-chunks of
@@ -204,6 +204,7 @@ def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:
     """Writes blocks [..., n - d, c, c] into the sub-chunk blocks (j + d, j) of X [..., n*c, n*c]."""
     n, c = X.shape[-1] // blocks.shape[-1], blocks.shape[-1]
     X.view(*X.shape[:-2], n, c, n, c).diagonal(-d, -4, -2).copy_(blocks.movedim(-3, -1))
+
 
 @dataclass
 class KDAState:

@@ -15,6 +15,7 @@ from difftest.compare import tolerance
 from difftest.components.sequence import KDARecurrenceComponent
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
+from pybridge import kda
 from pybridge.kda import kda_chunked, kda_recurrent
 
 F64 = torch.float64
@@ -94,6 +95,18 @@ def test_recurrent_matches_dense_matrix_form():
 def test_chunked_equals_recurrent(T, chunk, H, K, V, with_state, seed):
     q, k, v, g, beta, S0 = random_inputs(2, T, H, K, V, seed)
     S0 = S0 if with_state else None
+    o_r, S_r = kda_recurrent(q, k, v, g, beta, 0.7, S0)
+    o_c, S_c = kda_chunked(q, k, v, g, beta, 0.7, S0, chunk_size=chunk)
+    torch.testing.assert_close(o_c, o_r, rtol=0, atol=1e-11)
+    torch.testing.assert_close(S_c, S_r, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("group_tokens", [32, kda.GROUP_TOKENS])
+@pytest.mark.parametrize("chunk", [5, 16, 36, 64])
+def test_chunked_over_many_groups_equals_recurrent(monkeypatch, chunk, group_tokens):
+    """More tokens than one group of chunks holds, the last group and chunk partial."""
+    monkeypatch.setattr(kda, "GROUP_TOKENS", group_tokens)
+    q, k, v, g, beta, S0 = random_inputs(1, 2 * kda.GROUP_TOKENS + 37, 2, 4, 3, seed=31)
     o_r, S_r = kda_recurrent(q, k, v, g, beta, 0.7, S0)
     o_c, S_c = kda_chunked(q, k, v, g, beta, 0.7, S0, chunk_size=chunk)
     torch.testing.assert_close(o_c, o_r, rtol=0, atol=1e-11)
