@@ -134,8 +134,11 @@ def _chunk_group(
     eye = torch.eye(Cp, dtype=q.dtype, device=q.device)
     inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
     inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
-    U, W = inv @ v, inv @ k_hat  # e = U - W S0
-    MU, Q = M @ U, torch.baddbmm(q_hat.flatten(0, 1), M.flatten(0, 1), W.flatten(0, 1), alpha=-1).view_as(q_hat)
+    V = v.shape[-1]
+    UW = inv @ torch.cat([v, k_hat], dim=-1)  # [U | W]: e = U - W S0 (one product: the batches are small)
+    U, W = UW[..., :V], UW[..., V:]
+    MUW = M @ UW
+    MU, Q = MUW[..., :V], q_hat.sub_(MUW[..., V:])  # Q = Q_hat - M W
     decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
     # per chunk: e = U - W S0, O = Q S0 + M U with Q = Q_hat - M W, S0 <- Diag(e^{G_C}) S0 + K_tail^T e
     o = v  # v (a private copy) is not read after U: its buffer holds the output
