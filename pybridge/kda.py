@@ -135,18 +135,17 @@ def _chunk_group(
     inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
     inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
     V = v.shape[-1]
-    UW = inv @ torch.cat([v, k_hat], dim=-1)  # [U | W]: e = U - W S0 (one product: the batches are small)
-    U, W = UW[..., :V], UW[..., V:]
-    MUW = M @ UW
-    MU, Q = MUW[..., :V], q_hat.sub_(MUW[..., V:])  # Q = Q_hat - M W
+    # R = [I; M] (I + A)^-1 Diag(beta) [V | -K_hat] = [[U, -W], [M U, -M W]], then Q_hat added to
+    # -M W: R[:, :V] = [U; M U] and R[:, V:] = [-W; Q] with Q = Q_hat - M W, so that one product
+    # per chunk gives [e; o] = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
+    R = torch.cat([inv, M @ inv], dim=-2) @ torch.cat([v, k_hat.neg_()], dim=-1)  # [N, B*H, 2C', V + K]
+    R[..., Cp:, V:].add_(q_hat)
     decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
-    # per chunk: e = U - W S0, O = Q S0 + M U with Q = Q_hat - M W, S0 <- Diag(e^{G_C}) S0 + K_tail^T e
-    o = v  # v (a private copy) is not read after U: its buffer holds the output
-    for n in range(N):
-        e = torch.baddbmm(U[n], W[n], S, alpha=-1)
-        torch.baddbmm(MU[n], Q[n], S, out=o[n])
-        S.mul_(decay[n]).baddbmm_(k_tail[n].mT, e)
-    return o
+    eo = torch.empty_like(R[..., :V])  # [e; o] per chunk
+    for n in range(N):  # S0 <- Diag(e^{G_C}) S0 + K_tail^T e
+        torch.baddbmm(R[n, ..., :V], R[n, ..., V:], S, out=eo[n])
+        S.mul_(decay[n]).baddbmm_(k_tail[n].mT, eo[n, :, :Cp])
+    return eo[..., Cp:, :]
 
 
 def _chunks(x_bthd: torch.Tensor, C: int) -> torch.Tensor:
