@@ -147,9 +147,9 @@ def compile_check(path: Path, device: str) -> list[Measured]:
 
 
 def fla_check(adapter, dtype: str, device: str, sizes: dict[str, int] = FLA_SIZES) -> list[Measured]:
-    """(b) An fla kernel through difftest's adapter (a name or an adapter object), at `dtype` storage, against kda_recurrent in
-    float64 on the same rounded inputs: relative 2-norm error under the component's error model
-    (o stored once in the dtype, the state kept in float32)."""
+    """(b) An fla kernel through difftest's adapter (a name or an adapter object) at `dtype`
+    storage, against kda_recurrent in float64 on the same rounded inputs: relative 2-norm error
+    under the component's error model (o stored once in the dtype, the state kept in float32)."""
     impl, comp, out = load_impl(adapter), KDARecurrenceComponent(), []
     model = comp.error_model(sizes)
     for index, kind in enumerate(FLA_KINDS):
