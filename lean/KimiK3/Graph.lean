@@ -7,6 +7,7 @@ public import KimiK3.Graph.KDALayerGraphEval
 public import KimiK3.Graph.PackedModel
 public import KimiK3.Graph.Routes
 public import KimiK3.Graph.DecoderEval
+public import KimiK3.Graph.DecoderPublic
 
 /-!
 # Whole-step graphs (k3-spec §2.2–2.5)
