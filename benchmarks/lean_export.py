@@ -18,7 +18,7 @@ from codegen.export import load_manifest, render
 root = Path(".")
 groups: dict = {}
 for e in load_manifest(root).entries:
-    groups.setdefault((e.modules, e.prelude), []).append(e)
+    groups.setdefault(e.modules, []).append(e)
 only = sys.argv[1:]
 
 

@@ -14,10 +14,17 @@ the `.olean`), so they point at the real files `lean/KimiK3/...:line`.
 
 The audit fails (`AuditError`) when a constant depends on `sorryAx` or on any axiom other than
 Lean's standard three, or when a library proof could not be read.
+
+`audit_library` keeps each audit beside the build's object store (`audits/<key>.json`), keyed by
+the content hashes of every module (the build's keys: toolchain, options, sources, imports), the
+audit template and this file. The audit is a function of exactly those, so a second audit of
+the same library (the tests' and then the report's, in CI) reads the first one back instead of
+re-running a Lean process of about 90 s.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
@@ -27,7 +34,7 @@ from pathlib import Path
 import jinja2
 
 from k3spec import sources
-from k3spec.build import build, work_folder
+from k3spec.build import build, module_keys, object_store, work_folder
 from k3spec.toolchain import Toolchain
 
 from .bundle import EvaluationError, run_source
@@ -201,14 +208,34 @@ def library_olean_root(root: Path, tc: Toolchain) -> Path:
     return work_folder(root) / "out"
 
 
+def audit_key(modules: dict[str, sources.Module], tc: Toolchain) -> str:
+    """What an audit of `modules` depends on: every module's build key, the template, this code."""
+    h = hashlib.sha256()
+    keys = module_keys(modules, tc)
+    for part in (*(f"{n}={keys[n]}" for n in sorted(keys)), (TEMPLATES / "audit.lean.j2").read_text(encoding="utf-8"),
+                 Path(__file__).read_text(encoding="utf-8")):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
 def audit_library(root: Path, tc: Toolchain) -> Audit:
-    """Build the library at `root` (incrementally) and audit every module of it."""
+    """Build the library at `root` (incrementally) and audit every module of it; an audit of
+    the same sources is read back from `audits/` beside the object store."""
     result = build(root, tc, quiet=True)
     if not result.ok:
         errors = [d.render() for d in result.diagnostics if d.severity == "error"]
         raise AuditError("the Lean library does not build:\n" + "\n".join(errors[:10]))
-    modules = {name: mod.path for name, mod in sources.discover(root).items()}
-    return run_audit(tc, library_olean_root(root, tc), modules)
+    discovered = sources.discover(root)
+    stored = object_store().parent / "audits" / f"{audit_key(discovered, tc)}.json"
+    if stored.is_file():
+        return Audit.from_json(json.loads(stored.read_text(encoding="utf-8")))
+    audit = run_audit(tc, library_olean_root(root, tc), {name: mod.path for name, mod in discovered.items()})
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stored.with_suffix(".tmp")
+    tmp.write_text(json.dumps(audit.to_json()), encoding="utf-8")
+    tmp.replace(stored)
+    return audit
 
 
 def check(audit: Audit) -> None:

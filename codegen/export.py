@@ -45,7 +45,6 @@ class Entry:
     expr: str
     modules: tuple[str, ...]
     config: str
-    prelude: str | None = None
 
     def lean_string(self) -> str:
         """A Lean term of type `String`: the document."""
@@ -94,10 +93,10 @@ def load_manifest(root: Path) -> Manifest:
             raise ExportError(f"{where}: `modules` must be a non-empty list of module names")
         if not isinstance(raw.get("config"), str):
             raise ExportError(f"{where}: `config` (the configuration whose dimensions it uses) is missing")
-        unknown = set(raw) - {"name", "model", "json", "modules", "config", "prelude"}
+        unknown = set(raw) - {"name", "model", "json", "modules", "config"}
         if unknown:
             raise ExportError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-        manifest.entries.append(Entry(name, kinds[0], raw[kinds[0]], tuple(modules), raw["config"], raw.get("prelude")))
+        manifest.entries.append(Entry(name, kinds[0], raw[kinds[0]], tuple(modules), raw["config"]))
     if not manifest.entries:
         raise ExportError(f"{path}: no [[graph]] entries")
     return manifest
@@ -106,12 +105,10 @@ def load_manifest(root: Path) -> Manifest:
 def render(root: Path, entries: list[Entry], out_dir: Path) -> str:
     """The generated Lean file of one run: the bundle, then one file-writing `#eval` per entry."""
     targets = tuple(dict.fromkeys(m for e in entries for m in e.modules))
-    preludes = list(dict.fromkeys(e.prelude for e in entries if e.prelude))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined)
     return env.get_template("export.lean.j2").render(
         bundle=bundle(root, dependency_order(root, targets)),
-        preludes=[(p, (root / p).read_text(encoding="utf-8")) for p in preludes],
         entries=[{"name": e.name, "term": e.lean_string(), "path": json.dumps(str(out_dir / f"{e.name}.json"))} for e in entries],
     )
 
@@ -175,7 +172,7 @@ def export(root: Path, only: tuple[str, ...] = (), progress=lambda s: None) -> d
     schema = load_schema(root)
     groups: dict[tuple, list[Entry]] = {}
     for e in entries:
-        groups.setdefault((e.modules, e.prelude), []).append(e)
+        groups.setdefault(e.modules, []).append(e)
     progress(f"export: {len(entries)} graph(s) in {len(groups)} Lean run(s)")
     texts: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:

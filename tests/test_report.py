@@ -330,3 +330,37 @@ def test_audit_of_the_real_library(tc, library_build, tmp_path: Path) -> None:
     kda = next(r for r in status["rows"] if r["id"] == "kda-head")
     assert kda["cells"]["denotation"]["status"] == "proved"
     assert page.is_file()
+
+
+def test_audit_library_reads_back_an_audit_of_the_same_sources(monkeypatch, tmp_path: Path) -> None:
+    """A second audit of unchanged sources comes from `audits/` beside the object store without
+    a Lean run; a changed module or toolchain gives another key."""
+    from types import SimpleNamespace
+
+    from k3spec import build as build_mod
+    from k3spec import sources
+
+    monkeypatch.setenv("K3SPEC_BUILD_CACHE", str(tmp_path / "objects"))
+    monkeypatch.setattr(audit, "build", lambda root, tc, quiet: build_mod.BuildResult(ok=True))
+    runs: list[int] = []
+    decl = audit.Declaration("KimiK3.x", "KimiK3.X", "lean/KimiK3/X.lean", 3, "theorem", "x : 1 = 1", None, ["propext"])
+
+    def fake_run(tc, olean_root, modules):
+        runs.append(len(modules))
+        return audit.Audit({decl.name: decl}, [], tc.identity, 90.0, True, 80.0)
+
+    monkeypatch.setattr(audit, "run_audit", fake_run)
+    tc = SimpleNamespace(identity="lean-test", kind="offline")
+    first = audit.audit_library(REPO, tc)
+    second = audit.audit_library(REPO, tc)
+    assert len(runs) == 1 and runs[0] == len(sources.discover(REPO))
+    assert second.to_json() == first.to_json()
+    assert second.declarations["KimiK3.x"].axioms == ["propext"]
+    modules = sources.discover(REPO)
+    key = audit.audit_key(modules, tc)
+    name = next(iter(modules))
+    edited = {**modules, name: sources.Module(name, modules[name].path, modules[name].text + "\n", modules[name].imports)}
+    assert audit.audit_key(edited, tc) != key
+    assert audit.audit_key(modules, SimpleNamespace(identity="lean-other", kind="offline")) != key
+    audit.audit_library(REPO, SimpleNamespace(identity="lean-other", kind="offline"))
+    assert len(runs) == 2
