@@ -151,6 +151,21 @@ def replace_kda_section(path: Path, section: list[str]) -> None:
     path.write_text("\n".join(lines[:start] + section + lines[end:]), encoding="utf-8")
 
 
+#: The sections this script writes; a full `--write` keeps every other section of the file (the
+#: Lean sections of benchmarks/lean_exec.py and of the issue notes) after its own.
+OWN_SECTIONS = ("## KDA kernels", "## Tiny model", "## Compiled Lean graphs vs pybridge")
+
+
+def others_sections(path: Path) -> list[str]:
+    """The lines of `path` from its first `## ` section that this script does not write."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith(("## ", "<!--")) and not line.startswith(OWN_SECTIONS)), len(lines))
+    return lines[start:]
+
+
 def bench_model(repeats: int) -> list[str]:
     model = random_model(load_config(TINY), seed=0)
     rows = ["| phase | batch | tokens | seconds | tokens/s |", "|---|---|---|---|---|"]
@@ -293,7 +308,7 @@ def main() -> None:
     )
     print(text)
     if args.write:
-        args.write.write_text(text, encoding="utf-8")
+        args.write.write_text("\n".join([text, *others_sections(args.write)]), encoding="utf-8")
 
 
 if __name__ == "__main__":
