@@ -1,7 +1,7 @@
 """CPU benchmark: our KDA kernels vs fla's naive ones, tiny-model tokens/s, and compiled
 Lean graphs (fixtures/graphs) vs the hand-written pybridge components.
 
-    python benchmarks/run_benchmarks.py [--write docs/benchmarks.md] [--repeats 3]
+    python benchmarks/run_benchmarks.py [--write docs/benchmarks.md] [--repeats 3] [--only kda]
 
 All timings come from one run of this script (best of `--repeats` after one warm-up: the
 machine is shared, so the minimum is the least noisy estimate),
@@ -54,15 +54,40 @@ def kda_inputs(T: int, seed: int = 0):
     return q, k, v, g, beta
 
 
-def bench_kda(repeats: int) -> list[str]:
+def kda_flops(T: int, C: int) -> float:
+    """The chunked form's matrix-product FLOPs per call: per chunk the state pass's three
+    [C, K] x [K, V] products, the UT solve's (I + A)^-1 applied to V and K_hat, M applied to U and
+    W, and the C x C decay-weighted products of q and k with k (within and across sub-chunks)."""
+    N = -(-T // C)
+    per_chunk = 3 * 2 * C * K * V + 2 * 2 * C * C * (V + K) + 2 * 2 * C * C * K
+    return float(B * H * N * per_chunk)
+
+
+def roofline(repeats: int) -> tuple[float, float]:
+    """Measured float32 GFLOPS: the state pass's batched [H, 16, K] x [H, K, V] product and one
+    large 1024^3 matmul."""
+    tile_a, tile_b = torch.randn(H, 16, K), torch.randn(H, K, V)
+    big = torch.randn(1024, 1024)
+    tile = best_times({"tile": lambda: torch.bmm(tile_a, tile_b)}, 50 * repeats)["tile"]  # apart: the large one
+    large = best_times({"large": lambda: big @ big}, 2 * repeats)["large"]  # would evict the tiles from cache
+    return 2 * H * 16 * K * V / tile / 1e9, 2 * 1024**3 / large / 1e9
+
+
+def bench_kda(repeats: int) -> tuple[list[str], list[str]]:
+    """(table rows, lines on the roofline at T = 2048)."""
     from fla.ops.kda.naive import naive_chunk_kda, naive_recurrent_kda
 
+    from difftest.adapters import kimi_linear
+
+    kimi_chunk, kimi_recurrent = kimi_linear.chunk().kernel, kimi_linear.recurrent().kernel
     rows = [
         "| T | implementation | seconds | tokens/s | speed vs fla naive_recurrent | max abs diff vs it |",
         "|---|---|---|---|---|---|",
     ]
+    chunked = {}
     for T in (256, 2048):
         q, k, v, g, beta = kda_inputs(T)
+        q_kimi = q * K**0.5  # Kimi Linear's kernels hard-code the K^-1/2 query scale; ours is 1.0
         impls = {
             "fla naive_recurrent_kda": lambda: naive_recurrent_kda(
                 q, k, v, g, beta, scale=1.0, output_final_state=True
@@ -70,8 +95,15 @@ def bench_kda(repeats: int) -> list[str]:
             "fla naive_chunk_kda (chunk 64)": lambda: naive_chunk_kda(
                 q, k, v, g, beta, scale=1.0, output_final_state=True
             ),
+            "transformers recurrent_kimi_delta_attention (torch fallback)": lambda: kimi_recurrent(
+                q_kimi, k, v, g, beta, initial_state=None, output_final_state=True
+            ),
+            "transformers chunk_kimi_delta_attention (torch fallback, chunk 64)": lambda: kimi_chunk(
+                q_kimi, k, v, g, beta, output_final_state=True
+            ),
             "ours kda_recurrent": lambda: kda_recurrent(q, k, v, g, beta, 1.0),
-            "ours kda_chunked (chunk 16)": lambda: kda_chunked(q, k, v, g, beta, 1.0),
+            "ours kda_chunked (chunk 16)": lambda: kda_chunked(q, k, v, g, beta, 1.0, chunk_size=16),
+            "ours kda_chunked (chunk 64)": lambda: kda_chunked(q, k, v, g, beta, 1.0, chunk_size=64),
         }
         with torch.no_grad():
             base_out = impls["fla naive_recurrent_kda"]()[0]
@@ -82,7 +114,56 @@ def bench_kda(repeats: int) -> list[str]:
                 rows.append(
                     f"| {T} | {name} | {secs[name]:.4f} | {B * T / secs[name]:,.0f} | {speed:.2f}x | {diff:.1e} |"
                 )
-    return rows
+        chunked = {C: secs[f"ours kda_chunked (chunk {C})"] for C in (16, 64)}
+    tile, big = roofline(repeats)
+    notes = [f"Measured float32 matmul rates, one thread: {tile:.0f} GFLOPS for the state pass's [{H}, 16, {K}] x [{H}, {K}, {V}]"
+             f" products, {big:.0f} GFLOPS for a 1024^3 matmul. At T = 2048 (`kda_flops`):", ""]
+    for C, sec in chunked.items():
+        flops = kda_flops(2048, C)
+        notes.append(f"* chunk {C}: {flops / 1e9:.2f} GFLOP of matrix products, {flops / sec / 1e9:.1f} GFLOPS achieved; "
+                     f"{sec / (flops / (tile * 1e9)):.1f}x the time at the tile rate, {sec / (flops / (big * 1e9)):.1f}x at the large-matmul rate.")
+    return rows, notes
+
+
+def kda_section(rows: list[str], notes: list[str], env: str | None = None) -> list[str]:
+    """The KDA section; `env`: the environment line of a run of this section alone (`--only kda`)."""
+    return [
+        f"## KDA kernels (B={B}, H={H}, K={K}, V={V}, scale 1.0)",
+        "",
+        *([f"Measured in a run of this section alone (`--only kda`): {env}.", ""] if env else []),
+        "Speed is fla-naive-recurrent seconds divided by the row's seconds (higher is faster).",
+        "The last column is the largest output difference from fla's naive recurrent kernel.",
+        "transformers' Kimi Linear kernels are their torch fallbacks (`__wrapped__`, as difftest's",
+        "kimi-linear adapters call them), fed q * K^1/2 against their hard-coded K^-1/2 query scale.",
+        "",
+        *rows,
+        "",
+        *notes,
+        "",
+    ]
+
+
+def replace_kda_section(path: Path, section: list[str]) -> None:
+    """Replaces the `## KDA kernels` section of `path` (up to the next `## ` heading)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("## KDA kernels"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    path.write_text("\n".join(lines[:start] + section + lines[end:]), encoding="utf-8")
+
+
+#: The sections this script writes; a full `--write` keeps every other section of the file (the
+#: Lean sections of benchmarks/lean_exec.py and of the issue notes) after its own.
+OWN_SECTIONS = ("## KDA kernels", "## Tiny model", "## Compiled Lean graphs vs pybridge")
+
+
+def others_sections(path: Path) -> list[str]:
+    """The lines of `path` from its first `## ` section that this script does not write."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith(("## ", "<!--")) and not line.startswith(OWN_SECTIONS)), len(lines))
+    return lines[start:]
 
 
 def bench_model(repeats: int) -> list[str]:
@@ -179,6 +260,7 @@ def main() -> None:
     ap.add_argument("--write", type=Path, help="write the markdown report here")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is least noisy on a shared box)")
+    ap.add_argument("--only", choices=["kda"], help="measure only the KDA kernels; --write then replaces only their section")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     env = (
@@ -186,7 +268,14 @@ def main() -> None:
         f"Python {platform.python_version()}; float32, CPU; best of {args.repeats} runs after one warm-up; "
         f"1-min load average at start {os.getloadavg()[0]:.1f} (machine shared with Lean builds)"
     )
-    kda_rows, model_rows, graph_rows = bench_kda(args.repeats), bench_model(args.repeats), bench_graphs(args.repeats)
+    kda_rows, kda_notes = bench_kda(args.repeats)
+    if args.only == "kda":
+        section = kda_section(kda_rows, kda_notes, env)
+        print("\n".join(section))
+        if args.write:
+            replace_kda_section(args.write, section)
+        return
+    model_rows, graph_rows = bench_model(args.repeats), bench_graphs(args.repeats)
     text = "\n".join(
         [
             "# Benchmarks",
@@ -196,13 +285,7 @@ def main() -> None:
             "",
             f"Environment: {env}.",
             "",
-            f"## KDA kernels (B={B}, H={H}, K={K}, V={V}, scale 1.0)",
-            "",
-            "Speed is fla-naive-recurrent seconds divided by the row's seconds (higher is faster).",
-            "The last column is the largest output difference from fla's naive recurrent kernel.",
-            "",
-            *kda_rows,
-            "",
+            *kda_section(kda_rows, kda_notes),
             "## Tiny model (fixtures/tiny/config.json, random weights)",
             "",
             "Prefill runs one forward over the prompt (chunked KDA, masked MLA); decode runs cached",
@@ -225,7 +308,7 @@ def main() -> None:
     )
     print(text)
     if args.write:
-        args.write.write_text(text, encoding="utf-8")
+        args.write.write_text("\n".join([text, *others_sections(args.write)]), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,10 @@ def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(x.to(cd) for x in xs)
 
 
+GROUP_TOKENS = 256  # kda_chunked works through the sequence in groups of whole chunks of about this many tokens
+SUB_CHUNK = 16  # kda_chunked: the sub-chunk whose middle value is the reference of its own e^{G_t-G_s}
+
+
 def kda_chunked(
     q_bthk: torch.Tensor,
     k_bthk: torch.Tensor,
@@ -63,57 +67,145 @@ def kda_chunked(
     state_bhkv: torch.Tensor | None = None,
     chunk_size: int = CHUNK_SIZE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chunked KDA. Inside a chunk with cumulative log-decay G_t = sum_{s<=t} g_s:
+    """Chunked KDA: the WY/UT form of fla's chunk kernels, exact algebra, any chunk size C.
 
-        S_t = Diag(e^{G_t}) S0 + sum_{s<=t} Diag(e^{G_t - G_s}) k_s e_s^T
+    Per head, in a chunk that starts from state S0, with G_t = sum_{r<=t} g_r (per key
+    channel, non-increasing since g <= 0) and e_t the value written at token t:
+
+        S_t = Diag(e^{G_t}) S0 + sum_{s<=t} Diag(e^{G_t-G_s}) k_s e_s^T
         e_t = beta_t (v_t - (Diag(e^{G_t}) S0)^T k_t - sum_{s<t} (k_t . e^{G_t-G_s} k_s) e_s)
 
-    so (I + A) e = Diag(beta) (V - Khat S0) with A strictly lower triangular; a unit
-    triangular solve gives e = U - W S0 for all chunks at once, then a short loop over
-    chunks carries S0. Requires every chunk's accumulated log-decay to stay above about -160
-    in float32 (the model guarantees >= 16 * lower_bound = -80). The padding tail
-    (k = v = q = 0, beta = 0, g = 0) is an identity update. Computes in `compute_dtype`;
-    returns o in the inputs' dtype and S in the compute dtype.
+    so (I + A) E = Diag(beta) (V - K_hat S0), A[t,s] = beta_t k_t . e^{G_t-G_s} k_s for s < t
+    (strictly lower triangular), K_hat rows e^{G_t} k_t. With the UT inverse (I + A)^-1:
+    E = U - W S0, U = (I + A)^-1 Diag(beta) V, W = (I + A)^-1 Diag(beta) K_hat, computed for
+    many chunks at once; then a loop over chunks carries S0:
+        O = Q_hat S0 + M E = (Q_hat - M W) S0 + M U,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),
+        Q_hat rows e^{G_t} q_t,  S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
+
+    Numerics: A and M need e^{G_t-G_s} <= 1, which must not be formed as e^{G_t} e^{-G_s}
+    (e^{-G_s} reaches e^{5C} at the gate floor g = -5). Each chunk is cut into sub-chunks of
+    c = min(C, SUB_CHUNK) tokens (a chunk that is not a multiple of c is padded at its end with
+    identity tokens q = k = v = 0, beta = g = 0: A is lower triangular, so the leading C x C
+    block of the padded system is the chunk's own). For sub-chunk i let b_i be G just before it
+    (0 for the first), E_i G at its last token and m_i G at its middle token (index c // 2):
+      * s <= t both in sub-chunk i: e^{G_t-G_s} = e^{G_t-m_i} e^{m_i-G_s}, both exponents in
+        [-5c/2, 5c/2], so at most e^{40} whatever C is;
+      * s in sub-chunk j < i: e^{G_t-G_s} = e^{G_t-b_i} e^{b_i-E_j} e^{E_j-G_s}, every exponent
+        <= 0 because G is non-increasing and s <= (end of j) <= (end of i-1) < t;
+      * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat) and e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}:
+        exponents <= 0.
+    So no factor exceeds e^{5 SUB_CHUNK / 2} (float32-safe for per-token g >= -11; the model's
+    gate keeps g >= lower_bound = -5), and a product of factors <= 1 underflows only where the
+    exact term is below the dtype's smallest normal number. This changes only how
+    e^{G_t-G_s} is factored, not the system. The padding tail of the last chunk is an identity
+    update too.
+
+    The sequence is processed in groups of whole chunks (about GROUP_TOKENS tokens), so the
+    intermediates take O(group) memory, not O(T): they stay in cache, and on a CPU the allocator
+    reuses their memory instead of faulting in fresh pages for every tensor (which cost more
+    than the arithmetic). Computes in `compute_dtype`; returns o in the inputs' dtype and S in
+    the compute dtype.
     """
     stored = q_bthk.dtype
     q_bthk, k_bthk, v_bthv, g_bthk, beta_bth = _compute(q_bthk, k_bthk, v_bthv, g_bthk, beta_bth)
     B, T, H, K = q_bthk.shape
-    V = v_bthv.shape[-1]
-    C = chunk_size
-    pad = (-T) % C
-    if pad:
-        q_bthk, k_bthk, v_bthv, g_bthk = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q_bthk, k_bthk, v_bthv, g_bthk))
-        beta_bth = F.pad(beta_bth, (0, 0, 0, pad))
-    N = (T + pad) // C
+    V, C = v_bthv.shape[-1], chunk_size
+    N, per = -(-T // C), max(1, GROUP_TOKENS // C)  # chunks, chunks per group
+    S = q_bthk.new_zeros(B * H, K, V) if state_bhkv is None else state_bhkv.to(q_bthk.dtype).reshape(B * H, K, V).clone()
+    out = q_bthk.new_empty(B, N, C, H, V)
+    for n0 in range(0, N, per):
+        t0, t1 = n0 * C, min((n0 + per) * C, T)
+        o = _chunk_group(*(x[:, t0:t1] for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth[..., None])), S, C)
+        n = o.shape[0]
+        torch.mul(o[:, :, :C].view(n, B, H, C, V).permute(1, 0, 3, 2, 4), scale, out=out[:, n0 : n0 + n])
+    return out.view(B, N * C, H, V)[:, :T].to(stored), S.view(B, H, K, V)
 
-    def chunks(x: torch.Tensor) -> torch.Tensor:  # [B, T, H, ...] -> [B, H, N, C, ...]
-        return x.reshape(B, N, C, H, *x.shape[3:]).transpose(2, 3).transpose(1, 2)
 
-    q, k, v, g, beta = map(chunks, (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth))
-    G = g.cumsum(dim=-2)  # [B,H,N,C,K]
-    # e^{G_t - G_s} = e^{G_t - m} e^{m - G_s} with m the chunk's middle value: both factors
-    # stay within e^{±40} when every g >= -5 (chunk total >= -80), safe in float32.
-    Gm = G - G[..., C // 2 : C // 2 + 1, :]
-    k_pos, k_neg, q_pos = k * Gm.exp(), k * (-Gm).exp(), q * Gm.exp()
-    A = (k_pos @ k_neg.transpose(-1, -2)).tril(-1) * beta[..., None]  # A[t,s] = beta_t k_t.e^{G_t-G_s}k_s
-    M = (q_pos @ k_neg.transpose(-1, -2)).tril()  # M[t,s] = q_t.e^{G_t-G_s}k_s, s <= t
-    eye = torch.eye(C, dtype=q.dtype, device=q.device)
-    k_hat = k * G.exp()  # Diag(e^{G_t}) applied to k_t
-    rhs = torch.cat([beta[..., None] * v, beta[..., None] * k_hat], dim=-1)
-    sol = torch.linalg.solve_triangular(eye + A, rhs, upper=False, unitriangular=True)
-    U, W = sol[..., :V], sol[..., V:]  # e = U - W S0
-    q_hat = q * G.exp()
-    G_last = G[..., -1:, :]  # [B,H,N,1,K]
-    k_tail = k * (G_last - G).exp()  # e^{G_C - G_s} k_s
+def _chunk_group(
+    q_bthk: torch.Tensor, k_bthk: torch.Tensor, v_bthv: torch.Tensor, g_bthk: torch.Tensor, beta_bth1: torch.Tensor,
+    S: torch.Tensor, C: int,
+) -> torch.Tensor:
+    """`kda_chunked` on a run of whole chunks (the last one may be short): returns o [N, B*H, C', V]
+    (unscaled) and advances S [B*H, K, V] in place."""
+    q, k, v, g, beta = (_chunks(x, C) for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth1))
+    N, _, Cp, _ = q.shape
+    G = g.cumsum_(dim=-2)
+    M, P, q_hat, k_hat, k_tail = _intra_chunk(q, k, G)
+    eye = torch.eye(Cp, dtype=q.dtype, device=q.device)
+    inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
+    inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
+    V = v.shape[-1]
+    # R = [I; M] (I + A)^-1 Diag(beta) [V | -K_hat] = [[U, -W], [M U, -M W]], then Q_hat added to
+    # -M W: R[:, :V] = [U; M U] and R[:, V:] = [-W; Q] with Q = Q_hat - M W, so that one product
+    # per chunk gives [e; o] = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
+    R = torch.cat([inv, M @ inv], dim=-2) @ torch.cat([v, k_hat.neg_()], dim=-1)  # [N, B*H, 2C', V + K]
+    R[..., Cp:, V:].add_(q_hat)
+    decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
+    eo = torch.empty_like(R[..., :V])  # [e; o] per chunk
+    for n in range(N):  # S0 <- Diag(e^{G_C}) S0 + K_tail^T e
+        torch.baddbmm(R[n, ..., :V], R[n, ..., V:], S, out=eo[n])
+        S.mul_(decay[n]).baddbmm_(k_tail[n].mT, eo[n, :, :Cp])
+    return eo[..., Cp:, :]
 
-    S = q.new_zeros(B, H, K, V) if state_bhkv is None else state_bhkv.to(q.dtype)
-    outs = []
-    for n in range(N):
-        e = U[:, :, n] - W[:, :, n] @ S  # [B,H,C,V]
-        outs.append(q_hat[:, :, n] @ S + M[:, :, n] @ e)
-        S = G_last[:, :, n, 0, :, None].exp() * S + k_tail[:, :, n].transpose(-1, -2) @ e
-    o = torch.stack(outs, dim=2).reshape(B, H, N * C, V).transpose(1, 2)[:, :T]
-    return (scale * o).to(stored), S
+
+def _chunks(x_bthd: torch.Tensor, C: int) -> torch.Tensor:
+    """[B, T, H, D] -> [N, B*H, C', D]: chunks of C tokens (the last one zero-padded), each
+    zero-padded at its end to C' (the next multiple of SUB_CHUNK when C > SUB_CHUNK)."""
+    B, T, H, D = x_bthd.shape
+    N = -(-T // C)
+    Cp = C if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
+    if N * C != T:
+        x_bthd = F.pad(x_bthd, (0, 0, 0, 0, 0, N * C - T))
+    out = x_bthd.new_zeros(N, B, H, Cp, D) if Cp != C else x_bthd.new_empty(N, B, H, Cp, D)
+    out[..., :C, :] = x_bthd.view(B, N, C, H, D).permute(1, 0, 3, 2, 4)
+    return out.view(N, B * H, Cp, D)
+
+
+def _intra_chunk(
+    q: torch.Tensor, k: torch.Tensor, G: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From q, k, G [..., C, K] (C <= SUB_CHUNK or a multiple of it): M[t,s] = q_t . e^{G_t-G_s} k_s
+    (s <= t) and P[t,s] = k_t . e^{G_t-G_s} k_s (s < t), zero elsewhere ([..., C, C]);
+    q_hat_t = e^{G_t} q_t, k_hat_t = e^{G_t} k_t and k_tail_s = e^{G_C-G_s} k_s ([..., C, K]).
+    The factorization of e^{G_t-G_s} by sub-chunks is described in `kda_chunked`."""
+    *lead, C, K = G.shape
+    c = min(C, SUB_CHUNK)
+    n = C // c
+    qs, ks, Gs = (x.view(*lead, n, c, K) for x in (q, k, G))
+    E = Gs[..., -1, :]  # [..., n, K]: G at the end of each sub-chunk
+    b = F.pad(E[..., :-1, :], (0, 0, 1, 0))  # G before each sub-chunk (0 before the first)
+    M, P = q.new_zeros(*lead, C, C), q.new_zeros(*lead, C, C)
+    # (in-place ops below: on a CPU a fresh [N, B*H, C, K] buffer costs more in page faults than the op)
+    # blocks on the diagonal: m = the sub-chunk's middle value, |G_t - m| <= 5c/2
+    up = (Gs - Gs[..., c // 2 : c // 2 + 1, :]).exp_()
+    down = up.reciprocal().mul_(ks)
+    _set_blocks(M, 0, ((qs * up) @ down.mT).tril())
+    _set_blocks(P, 0, (up.mul_(ks) @ down.mT).tril(-1))
+    del up, down
+    left = (Gs - b[..., None, :]).exp_()  # e^{G_t-b_i} <= 1
+    q_left = qs * left
+    k_left = left.mul_(ks)
+    right = (E[..., None, :] - Gs).exp_().mul_(ks)  # e^{E_j-G_s} k_s, the factor <= 1
+    if n > 1:
+        # blocks (j + d, j): e^{G_t-G_s} = e^{G_t-b_{j+d}} e^{E_{j+d-1}-E_j} e^{E_j-G_s}, each <= 1
+        for d in range(1, n):
+            r = right[..., : n - d, :, :]
+            if d > 1:
+                r = r * (E[..., d - 1 : n - 1, :] - E[..., : n - d, :]).exp()[..., None, :]
+            _set_blocks(M, d, q_left[..., d:, :, :] @ r.mT)
+            _set_blocks(P, d, k_left[..., d:, :, :] @ r.mT)
+        eb = b.exp()[..., None, :]  # e^{G_t} = e^{G_t-b_i} e^{b_i}
+        q_left.mul_(eb)
+        k_left.mul_(eb)
+        right.mul_((E[..., -1:, :] - E).exp()[..., None, :])  # e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}
+    # with n = 1, b = 0 and E = G_C: left is already e^{G_t}, right e^{G_C-G_s}
+    return M, P, q_left.view_as(q), k_left.view_as(k), right.view_as(k)
+
+
+def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:
+    """Writes blocks [..., n - d, c, c] into the sub-chunk blocks (j + d, j) of X [..., n*c, n*c]."""
+    n, c = X.shape[-1] // blocks.shape[-1], blocks.shape[-1]
+    X.view(*X.shape[:-2], n, c, n, c).diagonal(-d, -4, -2).copy_(blocks.movedim(-3, -1))
 
 
 @dataclass

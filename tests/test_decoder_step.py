@@ -9,7 +9,8 @@ The parameter mapping (hub weights -> graph names) is `pybridge.adapter`; the st
 the route staging of the decoder step live in `difftest/components/decoder.py` (the
 `decoder_step` component of `difftest run`), used here. Both graphs are exported from Lean terms
 (`KDA.layerProgram`, `Decoder.program`, built in `lean/KimiK3/Graph/Kernel.lean`);
-`KDA.layerProgram_eval` proves the first, the decoder's theorem is open (`lean/KimiK3/Graph/README.md`). The torch layers keep their random nonzero
+`KDA.layerProgram_eval` proves the first, `Decoder.program_eval` (packed step) and
+`Decoder.program_eval_step`/`program_eval_run` (public model) the second (`lean/KimiK3/Graph/README.md`). The torch layers keep their random nonzero
 `dt_bias` (the Lean layer's `decayBias`). The graph's window rows are the raw layer inputs of the last three tokens; pybridge
 caches their projections, so the new rows are checked through the projections too.
 """

@@ -90,6 +90,46 @@ def test_reader_with_an_off_by_one_block_size_is_flagged(monkeypatch) -> None:
     assert any(c.output == "logits" and c.impl == "torch" for c in failures)
 
 
+
+# --- the completed spec's non-neutral values (issue 15 item 5; tiny: ρ = 2.5, every ε its own) ---
+
+def test_reader_ignoring_the_routed_scaling_factor_is_flagged(monkeypatch) -> None:
+    """ρ read as 1: the routed path is RMS-normalized, so ρ shows only through ε (the `eps` kind)."""
+    patch_config(monkeypatch, routed_scaling_factor=lambda c: 1.0)
+    assert "eps" in {c.kind for c in flagged("latent_moe")}
+
+
+def test_reader_giving_the_mla_latent_norms_rms_norm_eps_is_flagged(monkeypatch) -> None:
+    """`q_a_layernorm`/`kv_a_layernorm` with `rms_norm_eps` (1e-5) instead of
+    `mla_latent_norm_eps` (tiny: 2e-6): the ε mix-up the spec settles."""
+    patch_config(monkeypatch, mla_latent_norm_eps=lambda c: c.rms_norm_eps)
+    flagged("mla")
+
+
+def test_kda_layer_dropping_dt_bias_is_flagged(monkeypatch) -> None:
+    """The decay logit without the hub's `dt_bias` (nonzero in every case)."""
+    prepare = kda.KimiDeltaAttention.prepare
+
+    def no_bias(self, x_btd, st):
+        saved = self.dt_bias.data.clone()
+        self.dt_bias.data.zero_()
+        try:
+            return prepare(self, x_btd, st)
+        finally:
+            self.dt_bias.data.copy_(saved)
+
+    monkeypatch.setattr(kda.KimiDeltaAttention, "prepare", no_bias)
+    failures = flagged("kda_layer")
+    assert {c.dtype for c in failures} >= {"float64"}
+
+
+def test_kda_layer_without_the_query_scale_is_flagged(monkeypatch) -> None:
+    """The readout not scaled (fla's `scale` left at 1): the per-head output norm hides it
+    except near its ε."""
+    patch_config(monkeypatch, kda_query_scale=lambda c: 1.0)
+    flagged("kda_layer")
+
+
 # --- the hub <-> spec adapter ----------------------------------------------------------------------
 
 def test_adapter_reversing_the_conv_taps_is_flagged(monkeypatch) -> None:

@@ -6,6 +6,9 @@ public import KimiK3.Graph.Frag
 public import KimiK3.Graph.KDALayerGraphEval
 public import KimiK3.Graph.PackedModel
 public import KimiK3.Graph.Routes
+public import KimiK3.Graph.DecoderEnvs
+public import KimiK3.Graph.DecoderEval
+public import KimiK3.Graph.DecoderPublic
 
 /-!
 # Whole-step graphs (k3-spec §2.2–2.5)

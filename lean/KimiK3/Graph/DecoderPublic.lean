@@ -77,6 +77,7 @@ theorem SequenceMixer.packedStep_ofMixer {T : Nat} (m : SequenceMixer α c) (s :
   · simp only [PackedState.ofMixer, SequenceMixer.packedStep, SequenceMixer.step,
       GatedMLA.stepPacked_pack _ _ _ T hs]
 
+omit [ScalarField α] in
 /-- The depth state with its partial sum memoized is the depth state. -/
 theorem BlockState.memoPartial_eq {d : Nat} (s : BlockState α d) : s.memoPartial = s := by
   simp [BlockState.memoPartial]
@@ -90,7 +91,7 @@ theorem BackboneLayer.packedStepAuto_ofMixer {T : Nat} (layer : BackboneLayer α
   simp only [BackboneLayer.packedStepAuto, BackboneLayer.forwardToken, BackboneLayer.sequenceInput,
     BackboneLayer.commit, Seq.memoFn_eq, BlockState.memoPartial_eq, BackboneLayer.seqInput,
     BackboneLayer.chanInput, SequenceMixer.packedStep_ofMixer _ s hs]
-  exact ⟨rfl, rfl⟩
+  exact ⟨trivial, trivial⟩
 
 /-- **Layers with their own routing on fitting packed states are the public layers, packed.** -/
 theorem LanguageModel.packedLayersAuto_pack (T : Nat) : (n : Nat) → (layers : List (BackboneLayer α c)) →
@@ -130,7 +131,7 @@ theorem LanguageModel.initialState_fits (model : LanguageModel α c) : StatesFit
   | nil => exact trivial
   | cons layer layers ih =>
     refine ⟨?_, ih⟩
-    cases layer.sequence <;> simp [SequenceMixer.initialState, MixerState.Fits]
+    cases h : layer.sequence <;> simp [SequenceMixer.initialState, MixerState.Fits, h]
 
 /-- One public step keeps the states fitting, one more past token. -/
 theorem LanguageModel.stepEmbedded_fits (model : LanguageModel α c) (T : Nat) (states : List (MixerState α c))
@@ -138,13 +139,14 @@ theorem LanguageModel.stepEmbedded_fits (model : LanguageModel α c) (T : Nat) (
     StatesFit (T + 1) model.layers (model.stepEmbedded states x).1 := by
   simp only [LanguageModel.stepEmbedded, LanguageModel.layersToken]
   generalize BlockState.initial x = depth
-  induction model.layers generalizing states depth with
+  generalize model.layers = layers at hfit ⊢
+  induction layers generalizing states depth with
   | nil => cases states <;> simp_all [StatesFit, ModelList.scanLayers]
   | cons layer layers ih =>
     cases states with
     | nil => exact hfit.elim
     | cons s states =>
-      refine ⟨?_, ih states hfit.2 _⟩
+      refine ⟨?_, ih states _ hfit.2⟩
       have hs := hfit.1
       simp only [BackboneLayer.forwardToken]
       cases hseq : layer.sequence <;> rw [hseq] at hs <;> cases s <;> simp only [MixerState.Fits] at hs
@@ -179,6 +181,7 @@ theorem packStates_length {T : Nat} : (states : List (MixerState α c)) → (pac
   | [] => rfl
   | _ :: states => by simp [packStates, packStates_length states]
 
+omit [OrderedScalarField α] in
 theorem StatesFit.length {T : Nat} : (layers : List (BackboneLayer α c)) → (states : List (MixerState α c)) →
     StatesFit T layers states → states.length = layers.length
   | [], [], _ => rfl
@@ -200,8 +203,8 @@ theorem program_eval_step (model : LanguageModel α c) (hm : model.Conforms) (T 
           ((model.packedStepAuto (packStates T states) x).1.map Prod.snd),
         (model.stepEmbedded states x).2) := by
   rw [program_eval c T model hm routes _ (by rw [packStates_length, StatesFit.length c _ _ hfit, hm.length]) x,
-    LanguageModel.packedStep_eq_packedStepAuto model hm routes _ x hpass,
-    LanguageModel.packedStepAuto_pack model T states hfit x]
+    LanguageModel.packedStep_eq_packedStepAuto model hm routes _ x hpass]
+  exact congrArg (outputsEnv c T) (LanguageModel.packedStepAuto_pack model T states hfit x)
 
 end Graph
 
@@ -234,8 +237,8 @@ theorem program_eval_run (model : LanguageModel α c) (hm : model.Conforms) (tok
   rw [← hsplit] at hrun
   simp only [← LanguageModel.run_eq_logits, hrun]
   simp only [LanguageModel.run, CausalScan.run, LanguageModel.step]
-  rw [List.getElem_append_right (by rw [LanguageModel.run_length]; omega)]
-  simp [LanguageModel.run_length, hlen]
+  rw [List.getElem_append_right (by rw [CausalScan.outputs_length]; omega)]
+  simp [CausalScan.outputs_length, hlen]
 
 end Run
 

@@ -1,8 +1,6 @@
 module
 
-public import KimiK3.Graph.Kernel
-public import KimiK3.Graph.PackedModel
-public import KimiK3.Graph.KDALayerGraphEval
+public import KimiK3.Graph.DecoderEnvs
 public import KimiK3.Depth.AttnResGraph
 public import KimiK3.Depth.AttnResBridge
 
@@ -33,134 +31,9 @@ namespace Decoder
 
 variable {α : Type}
 
-/-! ## Environments from the model -/
-
-noncomputable section Envs
-
-variable [Scalar α] (c : Config) (T : Nat)
-
-/-- The all-zero environment of a context. -/
-def zerosEnv : (Γ : List Shape) → Env α Γ
-  | [] => .nil
-  | s :: Γ => .cons (Tensor.fill 0 s) (zerosEnv Γ)
-
-/-- A retrieval's query, unit gain and pre-norm gain. -/
-def resEnv (pre part : String) (q γ : Tensor α [c.hiddenDim]) : Env α (Signature.shapes (resSig c pre part)) :=
-  .cons q (.cons (fun _ => 1) (.cons γ .nil))
-
-/-- A sequence mixer's parameters at a layer of kind `k` (zeros when the kinds differ). -/
-def mixerParamsEnv (pre : String) : (k : AttentionKind) → SequenceMixer α c →
-    Env α (Signature.shapes (mixerParamSig c pre k))
-  | .kda, .kda p _ _ => Env.toPrefix _ (kdaSig c) (KDA.layerParamsEnv p)
-  | .mla, .mla p _ => Env.toPrefix _ (mlaSig c) (GatedMLA.paramsEnv p)
-  | .kda, .mla .. => zerosEnv _
-  | .mla, .kda .. => zerosEnv _
-
-/-- A channel mixer's parameters for a route: the dense expert, or the LatentMoE layer's
-parameters for the route (`MoEModel.parameters`) and its full router (zeros when the kinds
-differ). -/
-def channelParamsEnv (pre : String) (route : Fin c.activeExperts → Fin c.numRoutedExperts) :
-    (moe : Bool) → ChannelMixer α c → Env α (Signature.shapes (channelParamSig c pre moe))
-  | false, .dense e => Env.toPrefix _ (denseSig c) (ExpertGraph.parameters e)
-  | true, .moe layer _ => Env.appendSig _ (Env.toPrefix _ (moeSig c) (MoEModel.parameters layer route))
-      (.cons layer.routerWeight (.cons layer.routerBias .nil))
-  | false, .moe .. => zerosEnv _
-  | true, .dense _ => zerosEnv _
-
-/-- The parameters of (1-based) layer `n` for a route. -/
-def layerParamsEnv (n : Nat) (layer : BackboneLayer α c) (route : Fin c.activeExperts → Fin c.numRoutedExperts) :
-    Env α (Signature.shapes (layerParamSig c n)) :=
-  Env.appendSig _ (resEnv c (layerPre n) "seq" layer.sequenceQuery layer.sequenceNormScale) <|
-  Env.appendSig _ (mixerParamsEnv c (layerPre n) (c.attentionKindAt n) layer.sequence) <|
-  Env.appendSig _ (resEnv c (layerPre n) "chan" layer.channelQuery layer.channelNormScale)
-    (channelParamsEnv c (layerPre n) route (c.isMoE n) layer.channel)
-
-/-- The final parameters of a model. -/
-def finalEnv (model : LanguageModel α c) : Env α (Signature.shapes (finalSig c)) :=
-  Env.appendSig _ (resEnv c "" "final" model.finalQuery model.finalNormScale) (.cons model.head .nil)
-
-/-- The parameters of layers `n, …, n + k − 1` and the final ones. -/
-def layersParamsEnv (model : LanguageModel α c) (routes : Nat → Fin c.activeExperts → Fin c.numRoutedExperts) :
-    (n k : Nat) → List (BackboneLayer α c) → Env α (Signature.shapes (layersParamSig c n k))
-  | _, 0, _ => finalEnv c model
-  | n, k + 1, layer :: layers =>
-    Env.appendSig _ (layerParamsEnv c n layer (routes n)) (layersParamsEnv model routes (n + 1) k layers)
-  | _, _ + 1, [] => zerosEnv _
-
-/-- **The graph's parameters from a model and staged routes** (`routes n`: the route of the
-1-based layer `n`). -/
-def paramsEnv (model : LanguageModel α c) (routes : Nat → Fin c.activeExperts → Fin c.numRoutedExperts) :
-    Env α (Signature.shapes (paramSig c)) :=
-  layersParamsEnv c model routes 1 c.numLayers model.layers
-
-/-- The graph's inputs of a KDA layer state: window rows `1, …, W − 1` and the head states. -/
-def kdaStateEnv (pre : String) (s : KDA.LayerState α c.kdaDims) :
-    Env α (Signature.shapes (stateSig c T pre .kda)) :=
-  Env.appendSig _ (Env.ofRep (c.kdaConvWidth - 1) (fun j => s.window ⟨j.val + 1, by show j.val + 1 < c.kdaConvWidth; omega⟩)) (.cons s.heads .nil)
-
-/-- A layer's packed state as graph inputs at a layer of kind `k` (a state of the other kind
-is the zero state, as `SequenceMixer.packedStep` reads it). -/
-def stateEnv (pre : String) : (k : AttentionKind) → PackedState α c T → Env α (Signature.shapes (stateSig c T pre k))
-  | .kda, .kda s => kdaStateEnv c T pre s
-  | .kda, .mla .. => kdaStateEnv c T pre (KDA.LayerState.zero c.kdaDims)
-  | .mla, .mla lat sh => .cons lat (.cons sh .nil)
-  | .mla, .kda _ => .cons (fun _ _ => 0) (.cons (fun _ _ => 0) .nil)
-
-/-- The packed states of layers `n, …, n + k − 1`. -/
-def layersStateEnv : (n k : Nat) → List (PackedState α c T) → Env α (Signature.shapes (layersStateSig c T n k))
-  | _, 0, _ => .nil
-  | n, k + 1, s :: states => Env.appendSig _ (stateEnv c T (layerPre n) (c.attentionKindAt n) s)
-      (layersStateEnv (n + 1) k states)
-  | _, _ + 1, [] => zerosEnv _
-
-/-- **The graph's inputs**: the embedding row, the configuration's SiTU caps and MLA score
-scale, every layer's packed state. -/
-def inputsEnv (states : List (PackedState α c T)) (x : Tensor α [c.hiddenDim]) :
-    Env α (Signature.shapes (inputSig c T)) :=
-  Env.appendSig _ (.cons x (.cons (show Tensor α [] from (c.gateCap : α))
-    (.cons (show Tensor α [] from (c.upCap : α)) (.cons (show Tensor α [] from c.scoreScale) .nil))))
-    (layersStateEnv c T 1 c.numLayers states)
-
-/-- A layer's new packed state as graph outputs at a layer of kind `k`. -/
-def mixerOutEnv (pre : String) : (k : AttentionKind) → PackedState α c (T + 1) →
-    Env α (Signature.shapes (mixerOutSig c T pre k))
-  | .kda, .kda s => Env.appendSig _ (Env.ofRep (c.kdaConvWidth - 1) (fun j => s.window ⟨j.val + 1, by show j.val + 1 < c.kdaConvWidth; omega⟩))
-      (.cons s.heads .nil)
-  | .mla, .mla lat sh => .cons lat (.cons sh .nil)
-  | .kda, .mla .. => zerosEnv _
-  | .mla, .kda _ => zerosEnv _
-
-/-- A layer's router scores as graph outputs (nothing for a dense layer). -/
-def channelOutEnv (pre : String) : (moe : Bool) → Tensor α [c.numRoutedExperts] →
-    Env α (Signature.shapes (channelOutSig c pre moe))
-  | false, _ => .nil
-  | true, scores => .cons scores .nil
-
-/-- The outputs of (1-based) layer `n`. -/
-def layerOutEnv (n : Nat) (o : PackedState α c (T + 1) × Tensor α [c.numRoutedExperts]) :
-    Env α (Signature.shapes (layerOutSig c T n)) :=
-  Env.appendSig _ (mixerOutEnv c T (layerPre n) (c.attentionKindAt n) o.1) (channelOutEnv c (layerPre n) (c.isMoE n) o.2)
-
-/-- The outputs of layers `n, …, n + k − 1`. -/
-def layersOutEnv : (n k : Nat) → List (PackedState α c (T + 1) × Tensor α [c.numRoutedExperts]) →
-    Env α (Signature.shapes (layersOutSig c T n k))
-  | _, 0, _ => .nil
-  | n, k + 1, o :: os => Env.appendSig _ (layerOutEnv c T n o) (layersOutEnv (n + 1) k os)
-  | _, _ + 1, [] => zerosEnv _
-
-/-- **The graph's outputs of a packed token step**: the logits, then every layer's new packed
-state and router scores. -/
-def outputsEnv (r : List (PackedState α c (T + 1) × Tensor α [c.numRoutedExperts]) × Tensor α [c.vocabSize]) :
-    Env α (Signature.shapes (outputSig c T)) :=
-  .cons r.2 (layersOutEnv c T 1 c.numLayers r.1)
-
-end Envs
-
 /-! ## The fragments' meanings -/
 
-section Lemmas
-
-variable [ScalarField α]
+section Lists
 
 /-- The values of a list of variables. -/
 noncomputable def valsOf {Γ : List Shape} {s : Shape} (env : Env α Γ) : List (Var Γ s) → List (Tensor α s)
@@ -185,6 +58,12 @@ theorem valsOf_length {Γ : List Shape} {s : Shape} (env : Env α Γ) : (vs : Li
 theorem stackLen_eq {β : Type} : (l : List β) → stackLen l = l.length + 1
   | [] => rfl
   | _ :: l => by simp only [stackLen, stackLen_eq l, List.length_cons]; omega
+
+end Lists
+
+section Lemmas
+
+variable [ScalarField α]
 
 @[simp] theorem eval_normTerm {Γ : List Shape} (eps : α) (d : Nat) (x g : Var Γ [d]) (env : Env α Γ) :
     (normTerm eps d x g).eval env = Tensor.rmsNormVec eps (env.get x) (env.get g) := rfl
@@ -224,7 +103,7 @@ theorem attendPacked_stackTerm {Γ : List Shape} {d : Nat} (eps : α) (q : Tenso
     AttnRes.attendPacked eps q ((stackTerm d f rest).eval env) =
       AttnRes.attendList eps q (env.get f :: valsOf env rest) := by
   unfold AttnRes.attendList
-  refine attendPacked_congr eps q _ _ (by simp [stackLen_eq, Seq.listLen_eq, valsOf_length]) (fun i => ?_)
+  refine attendPacked_congr eps q _ _ (by rw [stackLen_eq, Seq.listLen_eq, List.length_cons, valsOf_length]) (fun i => ?_)
   rw [eval_stackTerm]
   rfl
 
@@ -241,6 +120,13 @@ theorem retrieveNormFrag_denote {Γ : List Shape} {d : Nat} (retrievalEps normEp
   simp only [Env.get_here, Env.get_there]
   rw [attendPacked_stackTerm, hs, hq, hγ, Seq.rmsNorm_eq_core]
 
+omit [ScalarField α] in
+/-- Variables renamed into a context with one more binding on top keep their values. -/
+theorem eval_map_up {Γ Δ : List Shape} {t : Shape} {ss : List Shape} {ρ : Renaming Γ Δ} {envΓ : Env α Γ}
+    {env : Env α Δ} (h : Renaming.Respects ρ envΓ env) (x : Tensor α t) (vs : VarList Γ ss) :
+    (vs.map (fun v => Var.up (Δ := t :: Δ) (ρ v))).eval (Env.cons x env) = vs.eval envΓ :=
+  VarList.eval_map (ρ := fun v => Var.up (Δ := t :: Δ) (ρ v)) (env' := Env.cons x env) (fun v => h v) vs
+
 /-! ### The depth state -/
 
 /-- **The depth variables hold the depth state** `s` in `env`: the embedding, the completed
@@ -252,12 +138,14 @@ structure DepthVars.Holds {Γ : List Shape} {d : Nat} (v : DepthVars Γ d) (env 
   count : v.count = s.count
   part : v.count ≠ 0 → env.get v.part = s.partialSum
 
+omit [ScalarField α] in
 theorem DepthVars.Holds.map {Γ Δ : List Shape} {d : Nat} {v : DepthVars Γ d} {env : Env α Γ}
     {s : BlockState α d} (h : v.Holds env s) {ρ : Renaming Γ Δ} {env' : Env α Δ}
     (hρ : Renaming.Respects ρ env env') : (v.map ρ).Holds env' s :=
   ⟨(hρ v.emb).trans h.emb, (valsOf_varsMap hρ v.blocks).trans h.blocks, h.count,
     fun hc => (hρ v.part).trans (h.part hc)⟩
 
+omit [ScalarField α] in
 /-- The sources the variables read are the state's sources. -/
 theorem DepthVars.Holds.sources {Γ : List Shape} {d : Nat} {v : DepthVars Γ d} {env : Env α Γ}
     {s : BlockState α d} (h : v.Holds env s) : env.get v.emb :: valsOf env v.rest = s.sources := by
@@ -275,7 +163,7 @@ theorem DepthVars.Holds.commit {Γ : List Shape} {d : Nat} {v : DepthVars Γ d} 
   rw [← h.count]
   by_cases hB : v.count + 1 = B
   · simp only [hB, if_true]
-    exact ⟨h.emb, by rw [valsOf_varsAppend, h.blocks, hp]; rfl, rfl, fun h0 => absurd rfl h0⟩
+    exact ⟨h.emb, by simp only [valsOf_varsAppend, h.blocks, valsOf, hp], rfl, fun h0 => absurd rfl h0⟩
   · simp only [hB, if_false]
     exact ⟨h.emb, h.blocks, rfl, fun _ => hp⟩
 
@@ -306,7 +194,10 @@ theorem mixerFrag_denote_kda {Γ : List Shape} (pre : String) (p : KDA.LayerPara
         (.cons (KDA.layerStep p c.logFloor c.kdaL2Eps.toScalar s xval).2 .nil) := by
   have hwin := VarList.eval_splitSig_fst env st hst
   have hheads := VarList.eval_splitSig_snd env st hst
-  have hv := KDA.LayerVars.ofParams_holds env p s xval _ x _ _ (VarList.eval_unprefix env _ _ _ _ hps) hx
+  have hv : (KDA.LayerVars.ofParams (ps.unprefix (pre ++ "kda.") (kdaSig c)) x
+      (st.splitSig (repSig (pre ++ "window") [c.hiddenDim] 0 (c.kdaConvWidth - 1))).1.ofRep
+      (st.splitSig (repSig (pre ++ "window") [c.hiddenDim] 0 (c.kdaConvWidth - 1))).2.head).Holds env p s xval :=
+    KDA.LayerVars.ofParams_holds env p s xval _ x _ _ (VarList.eval_unprefix env _ _ _ _ hps) hx
     (VarList.get_ofRep env _ _ hwin) (by rw [VarList.head_eval, hheads]; rfl)
   have hf := KDA.layerFrag_denote c.logFloor c.kdaL2Eps.toScalar p s xval _ env hv
   rw [hn, hq] at hf
@@ -314,6 +205,7 @@ theorem mixerFrag_denote_kda {Γ : List Shape} (pre : String) (p : KDA.LayerPara
   simp only [Frag.denote_pure, VarList.eval_append, VarList.eval_appendSig, VarList.eval_ofFnRep,
     VarList.eval_cons, VarList.eval_nil, hρ, hv.rows, VarList.head_eval, VarList.tail_eval, hout]
   simp only [mixerOutEnv, KDA.layerStep, Seq.memo2_eq, Env.head, Env.tail]
+  rfl
 
 /-- **The MLA mixer fragment** computes the packed step graph `GatedMLA.stepModel`. -/
 theorem mixerFrag_denote_mla {Γ : List Shape} (pre : String) (p : GatedMLA.Params α c.mlaDims)
@@ -331,8 +223,8 @@ theorem mixerFrag_denote_mla {Γ : List Shape} (pre : String) (p : GatedMLA.Para
   have h2 : env.get st.tail.head = sh := by rw [VarList.head_eval, VarList.tail_eval, hst]; rfl
   simp only [mixerFrag, Scalars.of]
   rw [← hn]
-  exact Frag.denote_ofModel _ _ env _ _ (by simp only [VarList.eval_append, hw, VarList.eval_cons,
-    VarList.eval_nil, h1, h2]; rfl)
+  refine Frag.denote_ofModel _ _ env _ _ ?_
+  simp only [VarList.eval_append, hw, VarList.eval_cons, VarList.eval_nil, h1, h2]
 
 /-- **The sequence mixer fragment of a conforming mixer** computes its packed step. -/
 theorem mixerFrag_denote {Γ : List Shape} (pre : String) (k : AttentionKind) (m : SequenceMixer α c)
@@ -397,6 +289,7 @@ theorem moeTerm_eq {Γ : List Shape} (d l hs hr S k : Nat) (eps routedScale : α
         downProject routerCol routedGate routedUp routedDown normScale upProject := by
   simp only [moeTerm, MoEGraph.term, weightTerm, MoEGraph.weightTerm, sumTerms_eq]
 
+omit [ScalarField α] in
 /-- The shared-expert variables of a block hold the shared experts. -/
 theorem sharedOf_holds {Γ : List Shape} (env : Env α Γ) (d hs : Nat) (rest : Signature) : (n : Nat) →
     (vs : VarList Γ (Signature.shapes (MoEModel.sharedSig d hs n rest))) → (f : Fin n → Expert α d hs d) →
@@ -407,15 +300,19 @@ theorem sharedOf_holds {Γ : List Shape} (env : Env α Γ) (d hs : Nat) (rest : 
     (sharedOf d hs rest n vs).2.2.2.eval env = e
   | 0, vs, _, _, h => ⟨fun i => i.elim0, fun i => i.elim0, fun i => i.elim0, h⟩
   | n + 1, .cons g (.cons u (.cons dn vs)), f, e, h => by
-    simp only [VarList.eval_cons, MoEModel.sharedEnv, Env.cons_inj] at h
-    obtain ⟨hg, hu, hd, hr⟩ := h
+    simp only [VarList.eval_cons, MoEModel.sharedEnv] at h
+    obtain ⟨hg, h⟩ := Env.cons_inj.mp h
+    obtain ⟨hu, h⟩ := Env.cons_inj.mp h
+    obtain ⟨hd, hr⟩ := Env.cons_inj.mp h
     obtain ⟨ig, iu, id, ir⟩ := sharedOf_holds env d hs rest n vs _ e hr
     refine ⟨fun i => ?_, fun i => ?_, fun i => ?_, ir⟩ <;> by_cases hi : i.val = 0 <;>
       simp only [sharedOf, hi, dite_true, dite_false, hg, hu, hd, ig, iu, id] <;>
       first
       | (rw [show i = ⟨0, by omega⟩ from Fin.ext hi])
-      | exact congrArg (fun j => _) (Fin.ext (show i.val - 1 + 1 = i.val by omega))
+      | (rw [show (⟨i.val - 1 + 1, by omega⟩ : Fin (n + 1)) = i from
+          Fin.ext (by show i.val - 1 + 1 = i.val; omega)])
 
+omit [ScalarField α] in
 /-- The slot variables of a block hold the slots' router columns and experts. -/
 theorem slotsOf_holds {Γ : List Shape} (env : Env α Γ) (d l hr : Nat) (rest : Signature) : (n : Nat) →
     (vs : VarList Γ (Signature.shapes (MoEModel.slotSig d l hr n rest))) → (r : Fin n → Tensor α [d]) →
@@ -428,15 +325,20 @@ theorem slotsOf_holds {Γ : List Shape} (env : Env α Γ) (d l hr : Nat) (rest :
     (slotsOf d l hr rest n vs).2.2.2.2.eval env = e
   | 0, vs, _, _, _, h => ⟨fun i => i.elim0, fun i => i.elim0, fun i => i.elim0, fun i => i.elim0, h⟩
   | n + 1, .cons rv (.cons g (.cons u (.cons dn vs))), r, f, e, h => by
-    simp only [VarList.eval_cons, MoEModel.slotEnv, Env.cons_inj] at h
-    obtain ⟨hrv, hg, hu, hd, hrest⟩ := h
+    simp only [VarList.eval_cons, MoEModel.slotEnv] at h
+    obtain ⟨hrv, h⟩ := Env.cons_inj.mp h
+    obtain ⟨hg, h⟩ := Env.cons_inj.mp h
+    obtain ⟨hu, h⟩ := Env.cons_inj.mp h
+    obtain ⟨hd, hrest⟩ := Env.cons_inj.mp h
     obtain ⟨ir, ig, iu, id, irest⟩ := slotsOf_holds env d l hr rest n vs _ _ e hrest
     refine ⟨fun i => ?_, fun i => ?_, fun i => ?_, fun i => ?_, irest⟩ <;> by_cases hi : i.val = 0 <;>
       simp only [slotsOf, hi, dite_true, dite_false, hrv, hg, hu, hd, ir, ig, iu, id] <;>
       first
       | (rw [show i = ⟨0, by omega⟩ from Fin.ext hi])
-      | exact congrArg (fun j => _) (Fin.ext (show i.val - 1 + 1 = i.val by omega))
+      | (rw [show (⟨i.val - 1 + 1, by omega⟩ : Fin (n + 1)) = i from
+          Fin.ext (by show i.val - 1 + 1 = i.val; omega)])
 
+omit [ScalarField α] in
 /-- **The variables of a `MoEModel.paramSig` block hold the layer's parameters for a route**
 (`MoEModel.parameters`): shared experts, `W↓`, each slot's router column and expert, gain,
 `W↑`. -/
@@ -455,24 +357,19 @@ theorem MoEVars.ofList_holds {Γ : List Shape} (env : Env α Γ) {d l hs hr S E 
     env.get (MoEVars.ofList vs).normScale = moe.routedNormScale ∧
     env.get (MoEVars.ofList vs).upProject = moe.upProject := by
   obtain ⟨hSG, hSU, hSD, hrest⟩ := sharedOf_holds env d hs _ S vs moe.shared _ h
-  unfold MoEVars.ofList
-  generalize sharedOf d hs (MoEModel.restSig d l hr k) S vs = sh at hSG hSU hSD hrest ⊢
-  obtain ⟨g, u, dn, restv⟩ := sh
-  cases restv with
-  | cons dp rest =>
-    simp only [VarList.eval_cons, MoEModel.restEnv, Env.cons_inj] at hrest
-    obtain ⟨hdp, hrest2⟩ := hrest
-    obtain ⟨ir, ig, iu, id, itail⟩ := slotsOf_holds env d l hr _ k rest _ _ _ hrest2
-    generalize slotsOf d l hr [("routedNormScale", [l]), ("upProject", [l, d])] k rest = sl at ir ig iu id itail ⊢
-    obtain ⟨r, g₂, u₂, d₂, tail⟩ := sl
-    cases tail with
-    | cons ns tail₂ =>
-      cases tail₂ with
-      | cons up tail₃ =>
-        cases tail₃ with
-        | nil =>
-          simp only [VarList.eval_cons, VarList.eval_nil, MoEModel.tailEnv, Env.cons_inj] at itail
-          exact ⟨hSG, hSU, hSD, hdp, ir, ig, iu, id, itail.1, itail.2.1⟩
+  simp only [MoEVars.ofList]
+  split
+  rename_i dp rest heq
+  rw [heq] at hrest
+  simp only [VarList.eval_cons, MoEModel.restEnv] at hrest
+  obtain ⟨hdp, hrest2⟩ := Env.cons_inj.mp hrest
+  obtain ⟨ir, ig, iu, id, itail⟩ := slotsOf_holds env d l hr _ k rest _ _ _ hrest2
+  split
+  rename_i ns up heq2
+  rw [heq2] at itail
+  simp only [VarList.eval_cons, VarList.eval_nil, MoEModel.tailEnv] at itail
+  obtain ⟨hns, itail⟩ := Env.cons_inj.mp itail
+  exact ⟨hSG, hSU, hSD, hdp, ir, ig, iu, id, hns, (Env.cons_inj.mp itail).1⟩
 
 /-- **The LatentMoE channel fragment** computes the router scores and the layer on the route. -/
 theorem channelFrag_denote_moe {Γ : List Shape} (pre : String)
@@ -481,7 +378,9 @@ theorem channelFrag_denote_moe {Γ : List Shape} (pre : String)
     (hn : l.normEps = c.moeNormEps.toScalar) (hr : l.routedScale = c.routedScale.toScalar)
     (route : Fin c.activeExperts → Fin c.numRoutedExperts)
     (ps : VarList Γ (Signature.shapes (channelParamSig c pre true))) (x gc uc : Var Γ _) (env : Env α Γ)
-    (hps : ps.eval env = Env.appendSig _ (Env.toPrefix (pre ++ "moe.") (moeSig c) (MoEModel.parameters l route))
+    (hps : ps.eval env = Env.appendSig
+      (B := [(pre ++ "router.weight", [c.hiddenDim, c.numRoutedExperts]), (pre ++ "router.bias", [c.numRoutedExperts])])
+      _ (Env.toPrefix (pre ++ "moe.") (moeSig c) (MoEModel.parameters l route))
       (.cons l.routerWeight (.cons l.routerBias .nil))) :
     (channelFrag c (Scalars.of c) pre true ps x gc uc).denote env =
       .cons (l.adjustedRouterScores (env.get x)) (.cons (l.forward route (env.get gc) (env.get uc) (env.get x)) .nil) := by
@@ -498,7 +397,7 @@ theorem channelFrag_denote_moe {Γ : List Shape} (pre : String)
   rw [← hn, ← hr, moeTerm_eq, MoEGraph.eval_term l route env x gc uc _ _ _ _ _ _ _ _ _ _ hSG hSU hSD hDown
     hCol hRG hRU hRD hNorm hUp]
   simp only [Term.eval_op, Term.eval_var, Args.eval_cons, Args.eval_nil, PrimOp.eval_binary, PrimOp.eval_unary,
-    PrimOp.eval_vecMatMul, Env.get_there, Env.get_here, hR, hb]
+    PrimOp.eval_vecMatMul, Env.get_there, hR, hb]
   rfl
 
 /-- **The channel fragment of a conforming channel mixer** computes its router scores and its
@@ -536,8 +435,10 @@ theorem resVars_holds {Γ : List Shape} (env : Env α Γ) (pre part : String)
     env.get vs.head = q ∧ env.get vs.tail.head = (fun _ => 1) ∧ env.get vs.tail.tail.head = γ := by
   match vs with
   | .cons a (.cons b (.cons g .nil)) =>
-    simp only [VarList.eval_cons, VarList.eval_nil, resEnv, Env.cons_inj] at h
-    exact ⟨h.1, h.2.1, h.2.2.1⟩
+    simp only [VarList.eval_cons, VarList.eval_nil, resEnv] at h
+    obtain ⟨h₁, h⟩ := Env.cons_inj.mp h
+    obtain ⟨h₂, h⟩ := Env.cons_inj.mp h
+    exact ⟨h₁, h₂, (Env.cons_inj.mp h).1⟩
 
 /-- **One layer's fragment computes the layer's packed step** (k3-spec §2.5): for a layer that
 follows the configuration, its parameters for the route, its packed state and the depth state,
@@ -602,10 +503,9 @@ theorem layerFrag_denote (n : Nat) {Γ : List Shape} (ps : VarList Γ (Signature
       (layer.chanInput d (layer.sequence.packedStep s (layer.seqInput d)).2) := by
     rw [VarList.head_eval, hcy]; rfl
   simp only [Frag.denote_bind, Frag.denote_pure, VarList.eval_append, VarList.eval_appendSig,
-    VarList.eval_cons, VarList.eval_nil, Env.get_here, eval_addTerm, Var.up_cons, Var.up_refl, Env.get_there,
-    hρ₅, hρ₄, hafter, hcy']
-  rw [VarList.eval_map (fun v => by simp only [Var.up_cons, Var.up_refl, Env.get_there, hρ₅, hρ₄, hρ₃]) mouts,
-    VarList.eval_map (fun v => by simp only [Var.up_cons, Var.up_refl, Env.get_there]) couts, hmouts, hcouts]
+    VarList.eval_cons, VarList.eval_nil, Env.get_here, eval_addTerm,
+    eval_map_up (fun v => (hρ₅ _).trans ((hρ₄ _).trans (hρ₃ v))), eval_map_up (ρ := fun v => v) (envΓ := env₅)
+      (fun _ => rfl), hmouts, hcouts, hρ₅, hρ₄, hafter, hcy']
   rfl
 
 /-- **The final fragment computes the head** `readout`. -/
@@ -623,7 +523,7 @@ theorem finalFrag_denote (model : LanguageModel α c) (hre : model.retrievalEps 
   refine Frag.denote_seq1_of (retrieveNormFrag_denote _ _ _ _ _ _ _ env model.finalQuery model.finalNormScale
     d.sources hq hg hγ hd.sources) (fun Δ ρ h env' hρ hh' => ?_)
   simp only [Frag.denote_bind, Frag.denote_pure, VarList.eval_cons, VarList.eval_nil, Env.get_here,
-    Term.eval_op, Term.eval_var, Args.eval_cons, Args.eval_nil, PrimOp.eval_vecMatMul, Env.get_there, hρ, hh, hh']
+    Term.eval_op, Term.eval_var, Args.eval_cons, Args.eval_nil, PrimOp.eval_vecMatMul, hρ, hh, hh']
   simp only [LanguageModel.readout, Seq.memoFn_eq, Seq.vecMatMul_eq_core, hre, hne, Scalars.of,
     BlockState.retrieve]
 
@@ -685,19 +585,18 @@ theorem program_eval (model : LanguageModel α c) (hm : model.Conforms)
       outputsEnv c T (model.packedStep routes states x) := by
   let env₀ := (paramsEnv c model routes).append (inputsEnv c T states x)
   have hall : (VarList.self (BaseCtx c T)).eval env₀ = env₀ := VarList.eval_self env₀
-  have hps := VarList.eval_split_fst env₀ _ hall
-  have his := VarList.eval_split_snd env₀ _ hall
+  have hps : (baseParams c T).eval env₀ = paramsEnv c model routes := VarList.eval_split_fst env₀ _ hall
+  have his : (baseInputs c T).eval env₀ = inputsEnv c T states x := VarList.eval_split_snd env₀ _ hall
   have hsc := VarList.eval_splitSig_fst env₀ _ his
   have hst := VarList.eval_splitSig_snd env₀ _ his
-  let scal := ((baseInputs c T).splitSig (scalarSig c)).1
-  have h0 : env₀.get scal.head = x := by rw [VarList.head_eval, hsc]; rfl
-  have h1 : env₀.get scal.tail.head = (c.gateCap : α) := by
+  have h0 : env₀.get ((baseInputs c T).splitSig (scalarSig c)).1.head = x := by rw [VarList.head_eval, hsc]; rfl
+  have h1 : env₀.get ((baseInputs c T).splitSig (scalarSig c)).1.tail.head = (c.gateCap : α) := by
     rw [VarList.head_eval, VarList.tail_eval, hsc]; rfl
-  have h2 : env₀.get scal.tail.tail.head = (c.upCap : α) := by
+  have h2 : env₀.get ((baseInputs c T).splitSig (scalarSig c)).1.tail.tail.head = (c.upCap : α) := by
     rw [VarList.head_eval, VarList.tail_eval, VarList.tail_eval, hsc]; rfl
-  have h3 : env₀.get scal.tail.tail.tail.head = c.scoreScale := by
+  have h3 : env₀.get ((baseInputs c T).splitSig (scalarSig c)).1.tail.tail.tail.head = c.scoreScale := by
     rw [VarList.head_eval, VarList.tail_eval, VarList.tail_eval, VarList.tail_eval, hsc]; rfl
-  rw [program, Program.eval_ofFrag]
+  simp only [program, Program.eval_ofFrag]
   refine (layersFrag_denote c T model hm.retrievalEps hm.normEps routes _ env₀ ⟨h1, h2, h3⟩ c.numLayers 1
     (fun v => v) _ _ _ env₀ model.layers states (BlockState.initial x) (fun _ => rfl) hps hst hm.length hs
     hm.layers ⟨h0, rfl, rfl, fun h => absurd rfl h⟩).trans ?_
