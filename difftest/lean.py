@@ -95,7 +95,11 @@ def _sources_hash(targets: tuple[str, ...]) -> str:
 
 
 def case_key(component, case: Case, sources_hash: str) -> str:
-    return hashlib.sha256((sources_hash + component.name + case.digest()).encode()).hexdigest()[:32]
+    """The cache key of one case: the library and templates, the component, the case's tensors,
+    and its rendered Lean section, which holds every configuration value the leg passes in (so a
+    changed configuration file is a cache miss)."""
+    body = render_body(component, case, "key")
+    return hashlib.sha256((sources_hash + component.name + case.digest() + body).encode()).hexdigest()[:32]
 
 
 def render_batch(items: list[tuple[object, Case]], targets: tuple[str, ...]) -> str:

@@ -83,6 +83,18 @@ def test_lean_file_has_bundle_decoder_and_one_eval_per_case() -> None:
     assert lean.render_body(items[0][0], case, "C0").count("(Float.ofBits 4616189618054758400)") == 1  # c_g = 4 from the config
 
 
+def test_lean_cache_key_covers_the_configuration_values(monkeypatch) -> None:
+    """A configuration value the Lean leg passes in (here the SiTU gate cap) is part of the
+    case's cache key: a changed configuration file never reuses a stale Lean result."""
+    comp, case = runner.build_cases(["expert"], 1, seed=0)[0]
+    view = comp.lean_case(case)
+    before = lean.case_key(comp, view, "h")
+    assert lean.case_key(comp, view, "h") == before
+    config = comp.lean_config()
+    monkeypatch.setattr(type(comp), "lean_config", lambda self: {**config, "gate_cap": config["gate_cap"] + 1})
+    assert lean.case_key(comp, view, "h") != before
+
+
 def test_lean_output_parsing_uses_exact_bits() -> None:
     comp, case = runner.build_cases(["expert"], 1, seed=0)[0]
     case = comp.lean_case(case)
