@@ -181,16 +181,6 @@ def shrink_candidates(comp: Component, case: Case) -> list[Case]:
     return out
 
 
-def lean_items(items: list[tuple[Component, Case]]) -> list[tuple[int, Component, Case]]:
-    """(position, component, the Lean leg's view of the case) for the items Lean evaluates."""
-    out = []
-    for i, (comp, case) in enumerate(items):
-        view = comp.lean_case(case) if comp.template else None
-        if view is not None:
-            out.append((i, comp, view))
-    return out
-
-
 #: why the Lean leg did not evaluate a case (the summary's `lean.skipped` keys)
 NO_TEMPLATE, NOT_DEFAULT, KIND_SKIPPED, BEYOND_CASES, NO_LEAN = (
     "no template", "not in the default run (--lean-all)", "kind skipped (--lean-all)", "beyond --lean-cases", "--no-lean")
@@ -223,7 +213,11 @@ def lean_plan(items: list[tuple[Component, Case]], lean_cases: int | None,
 def lean_chosen(items: list[tuple[Component, Case]], lean_cases: int | None,
                 lean_all: bool) -> list[tuple[int, Component, Case]]:
     """(position, component, view) of the items Lean evaluates (`lean_plan`)."""
-    return [(i, items[i][0], view) for i, (view, _) in enumerate(lean_plan(items, lean_cases, lean_all)) if view is not None]
+    return _chosen(items, lean_plan(items, lean_cases, lean_all))
+
+
+def _chosen(items: list[tuple[Component, Case]], plan: list[tuple[Case | None, str]]) -> list[tuple[int, Component, Case]]:
+    return [(i, items[i][0], view) for i, (view, _) in enumerate(plan) if view is not None]
 
 
 def lean_counts(items: list[tuple[Component, Case]], status: list[str]) -> dict[str, dict]:
@@ -258,7 +252,7 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     status = [NO_LEAN if lean_cases != 0 else "--lean-cases 0"] * len(items)
     if use_lean:
         plan = lean_plan(items, lean_cases, lean_all)
-        chosen = [(i, items[i][0], view) for i, (view, _) in enumerate(plan) if view is not None]
+        chosen = _chosen(items, plan)
         status = [reason for _, reason in plan]
         outs, rec = lean.evaluate([(comp, view) for _, comp, view in chosen], use_cache, progress)
         for (i, _, _), out, cached in zip(chosen, outs, rec.pop("from_cache")):

@@ -72,7 +72,7 @@ def test_hex_bits_round_trip_exactly() -> None:
 
 
 def test_lean_file_has_bundle_decoder_and_one_eval_per_case() -> None:
-    items = [(comp, view) for _, comp, view in runner.lean_items(runner.build_cases(["expert", "attnres"], 2, seed=0))]
+    items = [(comp, view) for _, comp, view in runner.lean_chosen(runner.build_cases(["expert", "attnres"], 2, seed=0), None, True)]
     source = lean.render_batch(items, ("KimiK3.Exec.Kernel",))
     assert "def decode (s : String)" in source
     assert "structure BlockState" in source and "structure Expert" in source  # bundled, not imported

@@ -19,7 +19,7 @@ def test_default_run_evaluates_every_component_in_lean_through_exec() -> None:
     for name in (*EXEC_COMPONENTS, "decoder_step"):
         comp = COMPONENTS[name]
         assert comp.lean_default and comp.lean_targets == ("KimiK3.Exec.Kernel",), name
-        ((_, _, view),) = runner.lean_items(runner.build_cases([name], 1, seed=0))
+        ((_, _, view),) = runner.lean_chosen(runner.build_cases([name], 1, seed=0), None, True)
         body = lean.render_body(comp, view, "C0")
         # the case calls a library entry point of the executable spec, not a restatement
         assert re.search(r"Exec\.[A-Za-z.]+F\b", body), name
@@ -33,7 +33,7 @@ def test_failed_lean_evaluation_names_cases_file_and_rerun(tmp_path: Path, monke
         raise RuntimeError(f"{name}.lean:3:0: error: unknown identifier")
 
     monkeypatch.setattr(lean, "run_lean", fail)
-    items = [(comp, view) for _, comp, view in runner.lean_items(runner.build_cases(["expert", "mla"], 1, seed=0))]
+    items = [(comp, view) for _, comp, view in runner.lean_chosen(runner.build_cases(["expert", "mla"], 1, seed=0), None, True)]
     with pytest.raises(lean.LeanEvaluationError) as err:
         lean.evaluate(items, use_cache=False)
     text = str(err.value)
