@@ -7,30 +7,32 @@ decoder_step, the whole tiny token step: 2 rows of a 3-token prefix and the step
 from the initial state), the cases the default `difftest run` evaluates in Lean (`--cases` per
 component: first random, then an adversarial kind; `runner.lean_chosen`) are rendered with
 difftest's templates and evaluated in ONE offline Lean file after one bundle (`codegen.bundle` of
-`KimiK3.Exec.Kernel`'s modules), as `difftest run` does. The times are read inside Lean
-(`IO.monoNanosNow` marks around the bundle and around every case), so waiting for a Lean slot
-does not count: "bundle" is the elaboration and compilation of the bundled library text, "per
-case" the elaboration, compilation and evaluation of one case's text. The function-backed
-("before") figures are the ones issue 14 measured with the templates difftest used before.
-Not a test: nothing here asserts a speed.
+the components' `lean_targets`), as `difftest run` does: through `codegen.bundle.run_lean`
+(difftest's runner: `k3spec.leanrun.run`, its Lean slot, stdout through a file, the bundle
+options). The times are read inside Lean (`IO.monoNanosNow` marks around the bundle and around
+every case), so waiting for a Lean slot does not count: "bundle" is the elaboration and
+compilation of the bundled library text, "per case" the elaboration, compilation and evaluation
+of one case's text, split into: elaborating `def A` (the hex literal), decoding its inputs (`A`, forced by a mark that reads its size),
+elaborating and compiling its definitions, and its `#eval!` (the evaluation proper); a case
+starts at the previous mark, so its `def A` (the hex literal of its inputs) counts too. The
+function-backed ("before") figures are the ones issue 14 measured with the templates difftest
+used before. Not a test: nothing here asserts a speed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from codegen.bundle import run_lean
 from difftest import lean as dlean
 from difftest import runner
 from difftest.case import Case, hex_bits
@@ -45,28 +47,21 @@ MARK = re.compile(r"^MARK (\S+) (\d+)$")
 SECTION_BEGIN, SECTION_END = "<!-- lean-exec:begin -->", "<!-- lean-exec:end -->"
 
 
-def mark(name: str) -> str:
-    return f'\n#eval! show IO Unit from do IO.println s!"MARK {name} {{← IO.monoNanosNow}}"\n'
+def mark(name: str, force: str = "") -> str:
+    """A command printing `MARK name <ns>`; `force`: an expression of type `Nat` evaluated first
+    (e.g. `A.size`: the case's inputs decoded)."""
+    pre = f"if {force} = 0 then IO.println \"(empty)\"\n  " if force else ""
+    return f'\n#eval! show IO Unit from do\n  {pre}IO.println s!"MARK {name} {{← IO.monoNanosNow}}"\n'
 
 
 def run_file(source: str, name: str) -> tuple[dict[str, int], list[str], float]:
-    """Run a standalone Lean file through this checkout's `k3spec lean --json` (it takes one of
-    the machine-wide Lean slots); the marks (name -> ns), the message lines and the wall time."""
-    with tempfile.TemporaryDirectory(prefix="k3-bench-", dir="/tmp") as tmp:
-        path = Path(tmp) / f"{name}.lean"
-        path.write_text(source, encoding="utf-8")
-        start = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "k3spec", "lean", "--json", path.name], cwd=tmp,
-                              capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
-        wall = time.monotonic() - start
-    texts, errors = [], []
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            msg = json.loads(line)
-            (errors if msg.get("severity") == "error" else texts).append(msg.get("data", ""))
-    if proc.returncode != 0 or errors:
-        raise RuntimeError(f"{name}.lean failed (rc {proc.returncode}):\n" + "\n".join(errors[:5]) + proc.stderr[-2000:])
-    lines = [ln for text in texts for ln in text.splitlines()]
+    """Run a standalone Lean file as difftest does (`codegen.bundle.run_lean`: one machine-wide
+    Lean slot, stdout through a file, not a pipe that cuts long lines off); the marks
+    (name -> ns), the message lines and the wall time (slot wait included)."""
+    start = time.monotonic()
+    messages = run_lean(source, name)
+    wall = time.monotonic() - start
+    lines = [ln for m in messages if m.severity == "information" for ln in m.text.splitlines()]
     marks = {m.group(1): int(m.group(2)) for m in (MARK.match(ln.strip()) for ln in lines) if m}
     return marks, lines, wall
 
@@ -78,8 +73,11 @@ def render(items: list[tuple[object, Case]], bundle_text: str) -> str:
         refs = dlean.TensorRefs(case)
         body = dlean.ENV.get_template(f"{comp.template}.lean.j2").render(
             T=refs, off=refs.offsets, key=f"C{i}", case=case, s=case.sizes, **comp.lean_context(case))
+        head, evals = body.rsplit("#eval!", 1) if "#eval!" in body else (body, None)
+        timed = (mark(f"case{i}.decoded", "A.size") + head + mark(f"case{i}.defs") + "#eval!" + evals
+                 if evals is not None else body)
         cases.append({"ns": f"C{i}", "label": case.label, "hex": "".join(hex_bits(t) for t in case.tensors.values()),
-                      "body": mark(f"case{i}.start") + body + mark(f"case{i}.end")})
+                      "body": mark(f"case{i}.start") + timed + mark(f"case{i}.end")})
     return dlean.ENV.get_template("batch.lean.j2").render(
         bundle=mark("bundle.start") + bundle_text + mark("bundle.end"), cases=cases)
 
@@ -90,7 +88,7 @@ def fmt(x: float | None) -> str:
     return "–" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.0f}")
 
 
-def report(rows: dict[str, list[float]], bundle_s: float, wall: float, cases: int) -> str:
+def report(rows: dict[str, list[tuple[float, ...]]], bundle_s: float, wall: float, cases: int, targets: tuple[str, ...]) -> str:
     lines = [SECTION_BEGIN, "## Lean evaluation per case: function-backed reference vs executable spec (issue 14)", "",
              "Produced by `python benchmarks/lean_exec.py --write docs/benchmarks.md` (one run). Times are read",
              "inside the offline Lean interpreter (wasm), so waiting for a Lean slot does not count. `after`:",
@@ -100,16 +98,19 @@ def report(rows: dict[str, list[float]], bundle_s: float, wall: float, cases: in
              "measured them (one case each).", "",
              (f"Machine: {platform.machine()}, {os.cpu_count()} cores, shared with other Lean processes; "
               f"1-min load average at the end {os.getloadavg()[0]:.1f}."), "",
-             ("* Fixed cost of the executable bundle (`Core/Scalar`, `Core/Kernel`, `Sequence/Kernel`, `Exec/Kernel`"
-              f" elaborated and compiled), once per file: {bundle_s:.1f} s."),
+             (f"* Fixed cost of the bundle (the modules of {', '.join(f'`{t}`' for t in targets)}, elaborated and "
+              f"compiled with difftest's bundle options), once per file: {bundle_s:.1f} s."),
              f"* Wall time of the whole file, Lean start-up and slot wait included: {wall:.0f} s.", "",
-             "| component | before: per case (s) | after: per case (s), each case |", "|---|---|---|"]
+             "| component | before: per case (s) | after: per case (s), each case | split: `def A` (hex literal) + decoding it + definitions + `#eval!` (s) |",
+             "|---|---|---|---|"]
     for name, secs in rows.items():
-        lines.append(f"| {name} | {ISSUE_BEFORE[name]} | {', '.join(fmt(x) for x in secs)} |")
+        split = "; ".join(" + ".join(fmt(x) for x in t[1:]) for t in secs)
+        lines.append(f"| {name} | {ISSUE_BEFORE[name]} | {', '.join(fmt(t[0]) for t in secs)} | {split} |")
     lines += ["", "`decoder_step`: `LanguageModel.run` over 4 tokens (3-token prefix, then the step) from the initial",
-              "state, for each of its 2 rows, on the seeded tiny model (per case: both rows, prefixes included); its",
-              "`long` kind (41 tokens per row) is not in the default run. Components with fewer kinds than `--cases`",
-              "(after the skipped ones) have fewer cases.", SECTION_END]
+              "state, for each row (`random`: 2 rows; `tie`: 1 row), on the seeded tiny model (per case: every row,",
+              "prefixes included, and the route checks `Routing.checkRouteF` of its staged routes); its `long` kind",
+              "(41 tokens per row) is not in the default run. Components with fewer kinds than `--cases` (after the",
+              "skipped ones) have fewer cases.", SECTION_END]
     return "\n".join(lines) + "\n"
 
 
@@ -134,11 +135,15 @@ def main() -> None:
     # the cases the default `difftest run` evaluates in Lean, as the Lean leg sees them
     chosen = runner.lean_chosen(runner.build_cases(names, None, 0), args.cases, False)
     items = [(comp, view) for _, comp, view in chosen]
-    marks, _, wall = run_file(render(items, dlean.library_bundle(("KimiK3.Exec.Kernel",))), "ExecBench")
-    rows: dict[str, list[float]] = {}
+    targets = tuple(dict.fromkeys(t for comp, _ in items for t in comp.lean_targets))
+    marks, _, wall = run_file(render(items, dlean.library_bundle(targets)), "ExecBench")
+    rows: dict[str, list[tuple[float, ...]]] = {}
     for i, (comp, _) in enumerate(items):
-        rows.setdefault(comp.name, []).append((marks[f"case{i}.end"] - marks[f"case{i}.start"]) / 1e9)
-    section = report(rows, (marks["bundle.end"] - marks["bundle.start"]) / 1e9, wall, args.cases)
+        # from the previous mark on: the case's `def A` (its inputs' hex literal; for the first case
+        # also the batch's decoding helpers), then its body
+        at = [marks["bundle.end" if i == 0 else f"case{i - 1}.end"], *(marks[f"case{i}.{m}"] for m in ("start", "decoded", "defs", "end"))]
+        rows.setdefault(comp.name, []).append(((at[4] - at[0]) / 1e9, *((b - a) / 1e9 for a, b in zip(at, at[1:]))))
+    section = report(rows, (marks["bundle.end"] - marks["bundle.start"]) / 1e9, wall, args.cases, targets)
     print(section)
     if args.write:
         write_section(args.write, section)

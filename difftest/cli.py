@@ -161,9 +161,28 @@ def run_command(components, cases, thorough, seed, dtypes, device, report_dir, l
     n_fail = sum(not r.passed for r in result.results)
     status = "PASSED" if result.passed else f"FAILED ({n_fail} case(s))"
     click.echo(f"difftest {status}: {len(result.results)} case(s), {n_cmp} comparisons, "
-               f"{time.monotonic() - start:.1f} s (Lean {result.lean_record['seconds']} s, "
-               f"{result.lean_record['ran']} evaluated, {result.lean_record['cached']} cached)")
+               f"{time.monotonic() - start:.1f} s ({_lean_line(result.lean_record)})")
     sys.exit(0 if result.passed else 1)
+
+
+def _lean_line(record: dict) -> str:
+    """The final line's Lean part: seconds, cases evaluated, cached and skipped (with the reasons,
+    as summary.json counts them) and the route checks."""
+    skipped: dict[str, int] = {}
+    checked = rejected = unchecked = 0
+    for c in record.get("components", {}).values():
+        for why, n in c["skipped"].items():
+            skipped[why] = skipped.get(why, 0) + n
+        routes = c.get("route_checks")
+        if routes:
+            checked, rejected = checked + routes["checked"], rejected + routes["rejected"]
+            unchecked += sum(routes["unchecked"].values())
+    why = ", ".join(f"{n} {reason}" for reason, n in skipped.items())
+    text = (f"Lean {record['seconds']} s, {record['ran']} evaluated, {record['cached']} cached, "
+            f"{sum(skipped.values())} skipped" + (f": {why}" if why else ""))
+    if checked or unchecked:
+        text += f"; routes checked by Lean {checked}, rejected {rejected}, not checked {unchecked}"
+    return text
 
 
 @main.command("replay")

@@ -36,6 +36,9 @@ class CaseResult:
     comparisons: list[Comparison] = field(default_factory=list)
     f64: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # impl -> outputs
     info: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> whole-model figures
+    #: the Lean route checks of the case (components with `route_checks`): how many staged routes
+    #: Lean checked and rejected, how many it did not check and why, and a note for people
+    routes: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -68,10 +71,12 @@ def _safe(fn: Callable[[], object], what: str) -> tuple[object | None, str]:
 
 def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
                   lean_out: dict[str, np.ndarray] | None, adapters: tuple[Impl, ...] = (),
-                  pybridge: bool = True) -> CaseResult:
+                  pybridge: bool = True, lean_why_not: str = "no Lean evaluation") -> CaseResult:
     """All legs of one case and their comparisons; each adapter covering `comp` is one more leg
     (its column `impl:<name>`, `difftest.adapters.legs`); `pybridge` False leaves out the torch
-    model's legs (an adapter check: the NumPy, graph and Lean legs stay)."""
+    model's legs (an adapter check: the NumPy, graph and Lean legs stay). A component with
+    `route_checks` (decoder_step) adds the Lean route checks' verdicts; `lean_why_not` says why
+    there are none when `lean_out` is None."""
     res = CaseResult(comp.name, case)
     exact = set(comp.exact_outputs())
 
@@ -122,6 +127,10 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
                 for output in sorted(set(lean_out) & set(sliced)):
                     res.comparisons.append(compare(comp.name, case.index, case.kind, "float64", "lean", ref, output,
                                                    lean_out[output], sliced[output], tol64, output in exact))
+        checker = getattr(comp, "route_checks", None)
+        if checker is not None:
+            rows, res.routes = checker(case, lean_out, impls, lean_why_not)
+            res.comparisons.extend(rows)
     for dtype in dtypes:
         if dtype == "float64":
             continue
@@ -176,7 +185,7 @@ def shrink_candidates(comp: Component, case: Case) -> list[Case]:
         for level in (2, 1, 0):
             if sizes == case.sizes and level == 0:
                 continue
-            tensors = {k: simplify(v, level) if k not in ("ids", "model_seed") else v for k, v in base.tensors.items()}
+            tensors = {k: simplify(v, level) if k not in ("ids", "model_seed", "router_ties") else v for k, v in base.tensors.items()}
             out.append(Case(comp.name, case.index, case.kind, case.seed, dict(sizes), tensors, level))
     return out
 
@@ -218,6 +227,22 @@ def lean_chosen(items: list[tuple[Component, Case]], lean_cases: int | None,
 
 def _chosen(items: list[tuple[Component, Case]], plan: list[tuple[Case | None, str]]) -> list[tuple[int, Component, Case]]:
     return [(i, items[i][0], view) for i, (view, _) in enumerate(plan) if view is not None]
+
+
+def route_counts(results: list[CaseResult]) -> dict[str, dict]:
+    """Per component with route checks: the staged routes Lean checked and rejected, and those
+    it did not check, by reason (`CaseResult.routes`)."""
+    counts: dict[str, dict] = {}
+    for r in results:
+        if not r.routes:
+            continue
+        c = counts.setdefault(r.component, {"checked": 0, "rejected": 0, "unchecked": {}})
+        c["checked"] += r.routes["checked"]
+        c["rejected"] += r.routes["rejected"]
+        if r.routes["unchecked"]:
+            why = r.routes["why"]
+            c["unchecked"][why] = c["unchecked"].get(why, 0) + r.routes["unchecked"]
+    return counts
 
 
 def lean_counts(items: list[tuple[Component, Case]], status: list[str]) -> dict[str, dict]:
@@ -262,13 +287,16 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     record["components"] = lean_counts(items, status)
     record["skipped"] = sum(sum(c["skipped"].values()) for c in record["components"].values())
     results = []
-    for (comp, case), lo in zip(items, lean_outs):
+    for (comp, case), lo, st in zip(items, lean_outs, status):
         t0 = time.monotonic()
-        r = evaluate_case(comp, case, dtypes, device, lo, adapters, pybridge)
+        r = evaluate_case(comp, case, dtypes, device, lo, adapters, pybridge, lean_why_not=st)
         worst = max((c.ratio for c in r.comparisons if c.tol > 0), default=0.0)
         progress(f"  {case.label}: {'ok' if r.passed else 'FAIL'} ({len(r.comparisons)} comparisons, "
-                 f"worst error/tolerance {worst:.2g}, {time.monotonic() - t0:.1f} s)")
+                 f"worst error/tolerance {worst:.2g}, {time.monotonic() - t0:.1f} s)"
+                 + (f"; {r.routes['note']}" if r.routes else ""))
         results.append(r)
+    for name, c in route_counts(results).items():
+        record["components"].setdefault(name, {"evaluated": 0, "cached": 0, "skipped": {}})["route_checks"] = c
     shrunk: dict[tuple[str, int], CaseResult] = {}
     failed = [r for r in results if not r.passed]
     if shrink and failed:
@@ -307,7 +335,8 @@ def shrink_failures(failed: list[CaseResult], dtypes: list[str], device: str, us
         key = (r.component, r.case.index)
         if key in best:
             continue
-        cr = evaluate_case(comp, cand, sorted({d for d, _ in signature}), device, lo, adapters, pybridge)
+        cr = evaluate_case(comp, cand, sorted({d for d, _ in signature}), device, lo, adapters, pybridge,
+                           lean_why_not="shrink candidate: Lean not rerun")
         if any((c.dtype, c.impl) in signature for c in cr.failures()):
             best[key] = cr
             progress(f"  {r.case.label} shrinks to {cand.label}")
@@ -325,4 +354,4 @@ def replay(reproducer: dict, dtypes: list[str] | None = None, device: str = "cpu
     if adapters is None:
         adapters = tuple(load(spec) for spec in reproducer.get("impls", []))
     return evaluate_case(comp, case, dtypes or reproducer.get("dtypes") or list(DTYPES), device, None, adapters,
-                         reproducer.get("pybridge", True))
+                         reproducer.get("pybridge", True), lean_why_not="replay: no Lean")

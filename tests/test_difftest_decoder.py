@@ -27,12 +27,12 @@ def lean_view():
 
 # ---------------------------------------------------------------- the Lean leg, rendered
 
-def test_decoder_step_is_in_the_default_lean_run_without_its_long_kind() -> None:
+def test_decoder_step_default_lean_run_has_random_and_tie_without_long() -> None:
     items = runner.build_cases(["decoder_step"], None, seed=0)
-    assert [c.kind for _, c in items] == ["random", "long"]
+    assert [c.kind for _, c in items] == ["random", "tie", "long"]
     plan = runner.lean_plan(items, 2, lean_all=False)
-    assert plan[0][0] is not None and plan[1] == (None, runner.KIND_SKIPPED)
-    assert runner.lean_plan(items, 2, lean_all=True)[1][0] is not None  # --lean-all evaluates it
+    assert plan[0][0] is not None and plan[1][0] is not None and plan[2] == (None, runner.KIND_SKIPPED)
+    assert runner.lean_plan(items, None, lean_all=True)[2][0] is not None  # --lean-all evaluates it
 
 
 def test_lean_view_holds_the_spec_parameters_of_the_seeded_model() -> None:
@@ -98,8 +98,11 @@ def test_lean_output_shapes_match_the_other_legs() -> None:
     case = DECODER.make_case(0, "random", seed=0)
     numpy_ = DECODER.numpy_outputs(case)
     shapes = DECODER.lean_output_shapes(DECODER.lean_case(case))
-    assert set(shapes) == {k for k in numpy_ if not k.endswith(("route", "router_scores"))}
-    assert all(numpy_[k].shape == s for k, s in shapes.items())
+    checks = {k for k in shapes if k.endswith(".route_check")}
+    assert set(shapes) - checks == {k for k in numpy_ if not k.endswith(("route", "router_scores"))}
+    assert all(numpy_[k].shape == s for k, s in shapes.items() if k not in checks)
+    # one route check per MoE layer (2-5 in fixtures/tiny/config.json) and row
+    assert {k: shapes[k] for k in checks} == {f"L{n}.route_check": (2,) for n in (2, 3, 4, 5)}
 
 
 # ---------------------------------------------------------------- a swapped binding in the export
@@ -169,21 +172,24 @@ def test_summary_and_html_count_lean_cases_per_component(fake_lean, tmp_path) ->
         return runner.run(["expert", "decoder_step"], cases=2, seed=0, dtypes=["float64"], shrink=False,
                           lean_cases=1, lean_all=False)
 
+    # the stand-in prints no route checks: the random case's 8 staged routes (4 MoE layers, 2
+    # rows) are counted as not checked, and so are the tie case's 4 (not evaluated in Lean)
+    routes = {"checked": 0, "rejected": 0, "unchecked": {"the Lean evaluation has no route checks": 8, runner.BEYOND_CASES: 4}}
     first = run()
     assert fake_lean == [2]  # one Lean batch: the first case of each component
     assert counts_of(first) == {
         "expert": {"evaluated": 1, "cached": 0, "skipped": {runner.BEYOND_CASES: 1}},
-        "decoder_step": {"evaluated": 1, "cached": 0, "skipped": {runner.KIND_SKIPPED: 1}}}
+        "decoder_step": {"evaluated": 1, "cached": 0, "skipped": {runner.BEYOND_CASES: 1}, "route_checks": routes}}
     second = run()
     assert fake_lean == [2]  # no second batch: both from the cache
     assert counts_of(second) == {
         "expert": {"evaluated": 0, "cached": 1, "skipped": {runner.BEYOND_CASES: 1}},
-        "decoder_step": {"evaluated": 0, "cached": 1, "skipped": {runner.KIND_SKIPPED: 1}}}
+        "decoder_step": {"evaluated": 0, "cached": 1, "skipped": {runner.BEYOND_CASES: 1}, "route_checks": routes}}
     assert second.lean_record["skipped"] == 2
     _, html_path = report.write(second, tmp_path / "report")
     html = html_path.read_text(encoding="utf-8")
     assert "evaluated / cached / skipped" in html
-    assert f"0 / 1 / 1\n (1 {runner.KIND_SKIPPED})" in html and f"0 / 1 / 1\n (1 {runner.BEYOND_CASES})" in html
+    assert html.count(f"0 / 1 / 1\n (1 {runner.BEYOND_CASES})") == 2
     doc = json.loads((tmp_path / "report" / "summary.json").read_text(encoding="utf-8"))
     assert doc["components"]["decoder_step"]["lean"]["cached"] == 1
 
@@ -195,3 +201,57 @@ def test_counts_name_no_lean_and_no_template(fake_lean, monkeypatch) -> None:
     none = runner.run(["expert"], cases=1, seed=0, dtypes=["float64"], shrink=False, lean_cases=2, lean_all=False)
     assert counts_of(none) == {"expert": {"evaluated": 0, "cached": 0, "skipped": {runner.NO_TEMPLATE: 1}}}
     assert fake_lean == []
+
+
+# ---------------------------------------------------------------- the route checks, rendered
+
+def test_route_checks_take_the_graph_legs_scores_and_staged_experts() -> None:
+    """Every MoE layer's route check reads, from the packed inputs at its offset, exactly the
+    graph leg's router scores of that row, and takes the experts the graph leg staged (slot
+    order); the checker is the library's `Routing.checkRouteF` with the model's E and k."""
+    case = DECODER.make_case(0, "random", seed=0)
+    view = DECODER.lean_case(case)
+    graph = DECODER.graph_outputs(case, "cpu")
+    flat = np.concatenate([t.reshape(-1) for t in view.tensors.values()])
+    checks = DECODER.lean_route_checks(view)
+    assert [c["layer"] for c in checks] == ["L2.", "L3.", "L4.", "L5."]
+    body = lean.render_body(DECODER, view, "C0")
+    for chk in checks:
+        for b, row in enumerate(chk["rows"]):
+            assert np.array_equal(flat[row["scores"]:row["scores"] + 6], graph[chk["layer"] + "router_scores"][b])
+            assert row["experts"] == graph[chk["layer"] + "staged_experts"][b].astype(int).tolist()
+            experts = ", ".join(map(str, row["experts"]))
+            assert f"Routing.checkRouteF 6 2 (floatsAt A {row['scores']} 6) [{experts}]" in body
+    assert "++ routeChecks)" in body
+
+
+def test_rejected_route_fails_the_case_naming_layer_row_and_slots() -> None:
+    """A Lean verdict 0 (the Lean output replaced here) fails the case: the comparison
+    `L3.route_check` lean vs graph, with the layer, the row, the slots, the top-k and the scores."""
+    case = DECODER.make_case(0, "random", seed=0)
+    legs = {"graph": DECODER.graph_outputs(case, "cpu")}
+    verdicts = {f"L{n}.route_check": np.ones(2) for n in (2, 3, 4, 5)}
+    verdicts["L3.route_check"] = np.array([1.0, 0.0])
+    rows, record = DECODER.route_checks(case, verdicts, legs)
+    assert record["checked"] == 8 and record["rejected"] == 1
+    (bad,) = [c for c in rows if not c.passed]
+    slots = legs["graph"]["L3.staged_experts"][1].astype(int).tolist()
+    assert bad.output == "L3.route_check" and (bad.impl, bad.ref) == ("lean", "graph")
+    assert f"rejected the staged route of layer 3, token row 1: slots {slots}" in bad.note
+    assert "scores [" in bad.note
+    none, unchecked = DECODER.route_checks(case, None, legs, runner.NO_LEAN)
+    assert none == [] and unchecked["unchecked"] == 8 and unchecked["why"] == runner.NO_LEAN
+    assert "not checked by Lean (--no-lean)" in unchecked["note"]
+
+
+def test_tie_kind_ties_experts_zero_to_two_exactly() -> None:
+    """The `tie` kind's routers: experts 0-2 score exactly the same in the graph leg (σ(0) + b₀),
+    and the NumPy and torch legs pick the same routes (the tie rule: lower index first)."""
+    case = DECODER.make_case(1, "tie", seed=0)
+    graph, numpy_ = DECODER.graph_outputs(case, "cpu"), DECODER.numpy_outputs(case)
+    torch_ = DECODER.torch_outputs(case, decoder_mod.F64, "cpu")["torch"]
+    for n in (2, 3, 4, 5):
+        s = graph[f"L{n}.router_scores"][0]
+        assert s[0] == s[1] == s[2] and len(set(s[3:].tolist()) | {s[0]}) == 4
+        assert np.array_equal(numpy_[f"L{n}.route"], torch_[f"L{n}.route"])
+    assert case.sizes["B"] == 1 and case.tensors["router_ties"] == decoder_mod.TIE_GROUP

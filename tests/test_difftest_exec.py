@@ -18,12 +18,13 @@ EXEC_COMPONENTS = ("expert", "latent_moe", "kda_recurrence", "kda_layer", "mla",
 def test_default_run_evaluates_every_component_in_lean_through_exec() -> None:
     for name in (*EXEC_COMPONENTS, "decoder_step"):
         comp = COMPONENTS[name]
-        assert comp.lean_default and comp.lean_targets == ("KimiK3.Exec.Kernel",), name
+        assert comp.lean_default and comp.lean_targets[0] == "KimiK3.Exec.Kernel", name
         ((_, _, view),) = runner.lean_chosen(runner.build_cases([name], 1, seed=0), None, True)
         body = lean.render_body(comp, view, "C0")
         # the case calls a library entry point of the executable spec, not a restatement
         assert re.search(r"Exec\.[A-Za-z.]+F\b", body), name
-        assert "Tensor.memo" not in body and "staged" not in body, name
+        # the reference runs its own routing (decoder_step's route checks, after it, take staged routes)
+        assert "Tensor.memo" not in body and "staged" not in body.split("-- Route checks")[0], name
 
 
 def test_failed_lean_evaluation_names_cases_file_and_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -140,9 +140,9 @@ class Call:
         if self.component == "expert":
             return adapter.to_hub(adapter.expert_rules(self.sizes["d"], self.sizes["h"]), spec)
         if self.component == "decoder_step":
-            from difftest.components.decoder import tiny_model
+            from difftest.components.decoder import case_model
 
-            model = tiny_model(int(self.tensors["model_seed"])).to(device=self.device, dtype=self.dtype)
+            model = case_model(self.tensors).to(device=self.device, dtype=self.dtype)
             return dict(model.state_dict())
         raise AdapterError(f"adapter {self.adapter!r}: component {self.component!r} has no hub mapping; "
                            "read call.tensors (spec names)")

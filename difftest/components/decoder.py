@@ -8,13 +8,24 @@ of 3). Legs:
   (`pybridge.adapter`), token by token;
 * graph: the Lean export of one step after exactly 3 prefix tokens, per row, fed the NumPy
   prefix states (KDA: the last three layer inputs and the heads; MLA: the caches) and the NumPy
-  routes staged into its slots (the route is checked against the top-k of the graph's own
-  router scores);
+  routes staged into its slots (`staged_routes`); outputs besides the step's: every MoE layer's
+  router scores, the experts staged (`L{n}.staged_experts`, slot order) and, as an independent
+  Python check, the top-k of the graph's own router scores (`L{n}.route`, compared exactly with
+  the NumPy and torch routes; it runs on every case, Lean or not);
 * Lean: the executable spec's language model (`Exec.LanguageModel.runF`, equal to the reference
   `LanguageModel.run` by `Exec.LanguageModel.run_eq`) on the same spec parameters, every row from
   the initial state over its prefix and step token (templates/decoder_step.lean.j2): the step
   token's logits, the new KDA heads and MLA caches. Its configuration values and layer schedule
   come from the Lean leg's reading (`lean_config`), its widths from the parameters' shapes.
+  In the same bundle, **the route checks**: the library's `Routing.checkRouteF` (equal to
+  `Routing.checkRoute`, the hypothesis of `Decoder.program_eval_step`/`program_eval_run`, by
+  `Routing.checkRouteF_ofFn`) on every staged route of every MoE layer and row, against the graph
+  leg's own router scores (`route_checks`: a rejected route fails the case, naming the layer,
+  the row, the slots' experts, the top-k and the scores).
+
+Kinds: `random`; `tie` (in the router of every MoE layer, experts 0–2 score exactly σ(0) + b₀,
+so wherever they reach the top-k the tie rule, lower index first, picks among them; one row);
+`long` (40 prefix tokens: no graph, no Lean by default).
 
 Low precision: every stage of the step (each layer's AttnRes reads, norms, mixer and channel
 mixer, the final read, norm and head) at the run's dtype on the NumPy reference's own inputs at
@@ -46,6 +57,7 @@ from difftest.components.base import (
 from difftest.components.channel import LatentMoEComponent
 from difftest.components.depth import AttnResComponent
 from difftest.components.sequence import KDALayerComponent, MLAComponent
+from difftest.lean import TensorRefs
 from pybridge import adapter
 from pybridge.attnres import retrieve
 from pybridge.checkpoint import random_model
@@ -56,12 +68,30 @@ from pybridge.model import KimiK3ForCausalLM
 
 GRAPH_FILE = "decoder_step_tiny.json"
 GRAPH_PAST = 3  # the export's MLA cache length and KDA window length
+TIE_GROUP = 3  # the `tie` kind: experts 0..TIE_GROUP-1 of every router tie exactly
 
 
-def tiny_model(seed: int, dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
+def tiny_model(seed: int, dtype: torch.dtype = F64, tied: int = 0) -> KimiK3ForCausalLM:
     """The seeded tiny model (random weights: a nonzero KDA `dt_bias`, the Lean layer's
-    `decayBias`)."""
-    return random_model(torch_config(), seed=seed, dtype=dtype)
+    `decayBias`); `tied` > 1: in every MoE router, experts `0 .. tied - 1` get a zero router
+    column and expert 0's bias, so their scores are σ(0) + b₀ exactly in every leg and
+    every token, whatever the rounding of the other columns (equal nonzero columns would not
+    do: a matmul may round its columns differently)."""
+    model = random_model(torch_config(), seed=seed, dtype=dtype)
+    if tied > 1:
+        with torch.no_grad():
+            for lay in model.model.layers:
+                if hasattr(lay, "block_sparse_moe"):
+                    gate = lay.block_sparse_moe.gate
+                    gate.weight[:tied] = 0.0
+                    gate.e_score_correction_bias[:tied] = gate.e_score_correction_bias[0].clone()
+    return model
+
+
+def case_model(tensors: dict[str, np.ndarray], dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
+    """The model of a case: its `model_seed`, with the router ties of its `router_ties` (how
+    many experts tie; absent or 0: none)."""
+    return tiny_model(int(tensors["model_seed"]), dtype, int(tensors.get("router_ties", 0)))
 
 
 def layer_tag(i: int) -> str:
@@ -74,9 +104,11 @@ class DecoderStepComponent(ExecComponent):
     summary = ("one cached token step of the whole tiny decoder, B rows (Lean LanguageModel.run; "
                "graph decoder_step_tiny; KimiK3ForCausalLM)")
     template = "decoder_step"
+    lean_targets = ("KimiK3.Exec.Kernel", "KimiK3.Channel.RouteCheck")  # the route checker `Routing.checkRouteF`
     lean_skip_kinds = ("long",)  # 41 tokens per row from the initial state: minutes in the interpreter
     kinds = {
         "random": "a seeded model, B rows of different token ids",
+        "tie": f"router scores of experts 0-{TIE_GROUP - 1} tied exactly in every MoE layer (the tie rule picks); one row",
         "long": "40 prefix tokens (no graph: it is exported for 3)",
     }
     default_sizes = {"B": 2, "P": GRAPH_PAST}
@@ -86,6 +118,8 @@ class DecoderStepComponent(ExecComponent):
         s = dict(self.default_sizes)
         if kind == "long":
             s["P"] = 40
+        if kind == "tie":
+            s["B"] = 1
         if thorough:
             s["B"] = 4
         return s
@@ -99,17 +133,25 @@ class DecoderStepComponent(ExecComponent):
     def sample(self, rng, kind, sizes):
         vocab = torch_config().vocab_size
         # ids below vocab/2: the shrinker's value simplification (powers of two) stays below vocab
-        return {"model_seed": np.array(float(rng.integers(0, 2**20))),
-                "ids": rng.integers(0, vocab // 2, (sizes["B"], sizes["P"] + 1)).astype(np.float64)}
+        out = {"model_seed": np.array(float(rng.integers(0, 2**20))),
+               "ids": rng.integers(0, vocab // 2, (sizes["B"], sizes["P"] + 1)).astype(np.float64)}
+        if kind == "tie":
+            out["router_ties"] = np.array(float(TIE_GROUP))
+        return out
 
     @staticmethod
     def seed_and_ids(case: Case) -> tuple[int, np.ndarray]:
         return int(case.tensors["model_seed"]), case.tensors["ids"].astype(np.int64)
 
+    @staticmethod
+    def model(case: Case, dtype: torch.dtype = F64) -> KimiK3ForCausalLM:
+        """The case's model (`case_model`): every leg builds its own from the case's tensors."""
+        return case_model(case.tensors, dtype)
+
     # --- torch -----------------------------------------------------------------------------------
     def torch_outputs(self, case, dtype, device):
-        seed, ids = self.seed_and_ids(case)
-        model = tiny_model(seed).to(device=device, dtype=dtype)
+        _, ids = self.seed_and_ids(case)
+        model = self.model(case).to(device=device, dtype=dtype)
         ids_bt = torch.tensor(ids, device=device)
         gates: dict[int, torch.Tensor] = {}
         handles = [lay.block_sparse_moe.gate.register_forward_hook(
@@ -151,8 +193,8 @@ class DecoderStepComponent(ExecComponent):
 
     def numpy_rows(self, case: Case, model: KimiK3ForCausalLM | None = None) -> list[tuple[ref.Decoder, np.ndarray, list]]:
         """Per row: the decoder after the step, its logits, and the states after the prefix."""
-        seed, ids = self.seed_and_ids(case)
-        model = tiny_model(seed) if model is None else model
+        _, ids = self.seed_and_ids(case)
+        model = self.model(case) if model is None else model
         rows = []
         for row in ids:
             dec = self.decoder(model)
@@ -180,19 +222,25 @@ class DecoderStepComponent(ExecComponent):
         return {k: np.stack(v) for k, v in out.items()}
 
     # --- graph -----------------------------------------------------------------------------------
+    @staticmethod
+    def staged_routes(dec: ref.Decoder) -> dict[int, list[int]]:
+        """The routes the graph leg stages for one row (0-based MoE layer -> experts, slot order):
+        the NumPy decoder's own routes of the step token."""
+        return {i: list(rec["route"]) for i in range(len(dec.mla)) if (rec := dec.record[i + 1])["route"]}
+
     def graph_outputs(self, case, device, routes: list[dict[int, list[int]]] | None = None):
-        """The step graph per row on the NumPy prefix states, staged with the NumPy routes (or
-        `routes`, per row: 0-based layer -> experts); `L{l}.route` is the top-k of the graph's
-        own router scores."""
-        seed, ids = self.seed_and_ids(case)
-        model = tiny_model(seed)
+        """The step graph per row on the NumPy prefix states, staged with `staged_routes` (or
+        `routes`, per row: 0-based layer -> experts); per MoE layer `L{l}.router_scores` (the
+        graph's own), `L{l}.staged_experts` (slot order: what the Lean route check takes) and
+        `L{l}.route`, the top-k of the graph's router scores in Python (`numpy_ref.top_k`)."""
+        _, ids = self.seed_and_ids(case)
+        model = self.model(case)
         cfg, own = model.config, self.own_config()
         spec = adapter.hub_to_spec(cfg, model.state_dict())
         cg = compiled(GRAPH_FILE, F64, device)
         out: dict[str, list] = {}
         for b, ((dec, _, prefix), row) in enumerate(zip(self.numpy_rows(case, model), ids)):
-            staged_routes = {i: dec.record[i + 1]["route"] for i in range(cfg.num_hidden_layers) if dec.record[i + 1]["route"]}
-            staged_routes = staged_routes if routes is None else routes[b]
+            staged_routes = self.staged_routes(dec) if routes is None else routes[b]
             staged = dict(spec)
             for i, route in staged_routes.items():
                 staged.update(adapter.stage_route(spec, route, f"layers.{i + 1}."))
@@ -218,6 +266,7 @@ class DecoderStepComponent(ExecComponent):
                 if i in staged_routes:
                     scores = to_np(got[g + "router_scores"])
                     out.setdefault(p + "router_scores", []).append(scores)
+                    out.setdefault(p + "staged_experts", []).append(np.array(staged_routes[i], np.float64))
                     out.setdefault(p + "route", []).append(np.array(sorted(ref.top_k(scores, own["top_k"])), np.float64))
         return {k: np.stack(v) for k, v in out.items()}
 
@@ -234,9 +283,11 @@ class DecoderStepComponent(ExecComponent):
         (`gain ⊙ query`, `weighted_query`: `AttnRes.specFwd_eq_attendPacked_gain`), and the rows'
         token ids. Its sizes: the rows `B`, the prefix `P`, the layer count `L` and the widths
         of `Exec.ModelDims` (from the parameters' shapes; the caps, top-k and block size from the
-        Lean leg's configuration reading)."""
-        seed, ids = self.seed_and_ids(case)
-        model = tiny_model(seed)
+        Lean leg's configuration reading). Where the graph leg runs, also the inputs of the route
+        checks: per MoE layer the graph's router scores `check.L{n}.router_scores` [B, E] and the
+        experts it staged `check.L{n}.staged_experts` [B, k] (`graph_outputs` on the CPU)."""
+        _, ids = self.seed_and_ids(case)
+        model = self.model(case)
         spec = {k: to_np(v) for k, v in adapter.hub_to_spec(model.config, model.state_dict()).items()}
         tensors: dict[str, np.ndarray] = {}
         stacks: dict[str, dict[int, np.ndarray]] = {}
@@ -259,6 +310,12 @@ class DecoderStepComponent(ExecComponent):
                     raise ValueError(f"decoder_step Lean leg: the Lean configuration makes layer {n} {what}, "
                                      f"but the parameters have no '{key}'")
         tensors["ids"] = ids.astype(np.float64)
+        if self.graph_fits(case):
+            graph = self.graph_outputs(case, "cpu")
+            for name in sorted(k for k in graph if k.endswith(".staged_experts")):
+                layer = name.removesuffix("staged_experts")
+                tensors[f"check.{layer}router_scores"] = graph[layer + "router_scores"]
+                tensors[f"check.{name}"] = graph[name]
         return dataclasses.replace(case, sizes={"B": ids.shape[0], "P": ids.shape[1] - 1, "L": n_layers,
                                                 **self.lean_dims(tensors, schedule)}, tensors=tensors)
 
@@ -299,11 +356,70 @@ class DecoderStepComponent(ExecComponent):
 
     def lean_context(self, case):
         return {**super().lean_context(case), "layers": self.lean_schedule(case.sizes["L"]),
-                "ids": [[int(i) for i in row] for row in case.tensors["ids"]]}
+                "ids": [[int(i) for i in row] for row in case.tensors["ids"]], "route_checks": self.lean_route_checks(case)}
+
+    @staticmethod
+    def lean_route_checks(view: Case) -> list[dict]:
+        """The route checks of a Lean view: per MoE layer (`layer`: its output prefix `L{n}.`)
+        and row, the offset of the graph's router scores in the packed inputs (`scores`) and the
+        staged experts (`experts`, slot order); the checker takes `E` and `k` from the view's
+        sizes (the parameters' expert count, the Lean configuration's top-k)."""
+        refs, out = None, []
+        for name, t in view.tensors.items():
+            if name.startswith("check.") and name.endswith(".staged_experts"):
+                layer = name.removeprefix("check.").removesuffix("staged_experts")
+                refs = refs or TensorRefs(view)
+                scores = view.tensors[f"check.{layer}router_scores"]
+                out.append({"layer": layer, "rows": [{"scores": refs.offsets[f"check.{layer}router_scores"] + b * scores.shape[1],
+                                      "experts": [int(e) for e in t[b]]} for b in range(t.shape[0])]})
+        return out
+
+    def route_checks(self, case: Case, lean_out: dict[str, np.ndarray] | None, legs: dict[str, dict[str, np.ndarray]],
+                     why_not: str = "") -> tuple[list, dict]:
+        """The Lean route checks of a case as comparisons (`lean` vs `graph`, output
+        `L{n}.route_check`, exact: 1 per row where `Routing.checkRouteF` accepted the staged route)
+        and their record (`runner.CaseResult.routes`): how many staged routes Lean checked and
+        rejected, how many it did not check and why (`why_not`: the case had no Lean evaluation;
+        then only the Python top-k check `L{n}.route` ran), and a note."""
+        from difftest.compare import Comparison, compare  # difftest.compare imports the components
+        graph = legs.get("graph", {})
+        staged = sorted(k.removesuffix("staged_experts") for k in graph if k.endswith(".staged_experts"))
+        record = {"checked": 0, "rejected": 0, "unchecked": 0, "why": ""}
+        if not staged:
+            return [], {**record, "note": "routes: none staged (no graph leg for this case)"}
+        if lean_out is None or not any(k.endswith(".route_check") for k in lean_out):
+            why = "the Lean evaluation has no route checks" if lean_out is not None else why_not
+            m = len(staged) * graph[staged[0] + "staged_experts"].shape[0]
+            return [], {**record, "unchecked": m, "why": why,
+                        "note": f"routes: {m} staged, not checked by Lean ({why}); Python top-k check only"}
+        k = int(self.lean_config()["top_k"])
+        rows, n, rejected = [], 0, 0
+        for layer in staged:
+            verdict = lean_out.get(layer + "route_check")
+            if verdict is None:
+                rows.append(Comparison(self.name, case.index, case.kind, "float64", "lean", "graph", layer + "route_check",
+                                       np.inf, 0.0, False, note=f"Lean printed no route check for layer {layer[1:-1]}"))
+                continue
+            c = compare(self.name, case.index, case.kind, "float64", "lean", "graph", layer + "route_check", verdict,
+                        np.ones_like(verdict), 0.0, True)
+            n += verdict.size
+            bad = [b for b in range(verdict.size) if verdict[b] != 1.0]
+            rejected += len(bad)
+            if bad:
+                scores, experts = graph[layer + "router_scores"], graph[layer + "staged_experts"]
+                c.note = "; ".join(
+                    f"Lean Routing.checkRouteF rejected the staged route of layer {layer[1:-1]}, token row {b}: slots "
+                    f"{[int(e) for e in experts[b]]} (experts {sorted(int(e) for e in experts[b])}), top-{k} of the "
+                    f"graph's router scores {sorted(ref.top_k(scores[b], k))}, scores {np.array2string(scores[b], precision=17)}"
+                    for b in bad)
+            rows.append(c)
+        return rows, {**record, "checked": n, "rejected": rejected,
+                      "note": f"routes: {n} staged route(s) checked by Lean (Routing.checkRouteF), {rejected} rejected"}
 
     def lean_output_shapes(self, case):
         s = case.sizes
         out = {"logits": (s["B"], s["vocab"])}
+        out.update({chk["layer"] + "route_check": (len(chk["rows"]),) for chk in self.lean_route_checks(case)})
         for i, lay in enumerate(self.lean_schedule(s["L"])):
             p = layer_tag(i)
             if lay["mla"]:
@@ -320,9 +436,8 @@ class DecoderStepComponent(ExecComponent):
     def lowp_checks(self, case, dtype, device):
         """Every stage of the step on the NumPy reference's own inputs at that point, rounded to
         the storage dtype, against the NumPy stage on the same (the model's weights rounded)."""
-        seed, _ = self.seed_and_ids(case)
-        model = tiny_model(seed).to(device=device, dtype=dtype)
-        rounded64 = tiny_model(seed)
+        model = self.model(case).to(device=device, dtype=dtype)
+        rounded64 = self.model(case)
         rounded64.load_state_dict({k: v.to(F64) for k, v in model.state_dict().items()})
         from difftest.compare import tolerance
 

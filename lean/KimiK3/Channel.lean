@@ -6,6 +6,7 @@ public import KimiK3.Channel.Expert
 public import KimiK3.Channel.ExpertExample
 public import KimiK3.Channel.ExpertGraph
 public import KimiK3.Channel.Route
+public import KimiK3.Channel.RouteCheck
 public import KimiK3.Channel.TopKUnique
 public import KimiK3.Channel.Router
 public import KimiK3.Channel.RouterExample

@@ -23,7 +23,8 @@ with its own routing:
   scores the packed step outputs (exactly the graph's `router_scores` outputs, by
   `Decoder.program_eval`); **`LanguageModel.packedStep_eq_packedStepAuto`**: then the staged
   step is the auto-routed step;
-* `Routing.checkRouteF`: the checker at `Float` on lists, for a runtime.
+* the checker at `Float` on lists, for a runtime: `Routing.checkRouteF` (`Channel/RouteCheck.lean`,
+  `checkRouteF_ofFn`: it is `Routing.checkRoute` on the lists' functions).
 -/
 
 @[expose] public section
@@ -220,46 +221,5 @@ theorem LanguageModel.packedStep_eq_packedStepAuto (model : LanguageModel α c) 
   rw [LanguageModel.packedLayers_eq_packedLayersAuto routes 1 model.layers states _ hm.layers hp]
 
 end Checked
-
-/-! ## The checker at `Float`, for a runtime -/
-
-namespace Routing
-
-/-- The `i`-th entry of a list of floats (`0` past its end). -/
-def floatAt : List Float → Nat → Float
-  | [], _ => 0
-  | x :: _, 0 => x
-  | _ :: xs, i + 1 => floatAt xs i
-
-/-- The `i`-th entry of a list of naturals (`0` past its end). -/
-def natAt : List Nat → Nat → Nat
-  | [], _ => 0
-  | x :: _, 0 => x
-  | _ :: xs, i + 1 => natAt xs i
-
-/-- The length of a list of naturals. -/
-def natLen : List Nat → Nat
-  | [] => 0
-  | _ :: xs => natLen xs + 1
-
-/-- Whether every entry of a list is below `E`. -/
-def allBelow (E : Nat) : List Nat → Bool
-  | [] => true
-  | x :: xs => decide (x < E) && allBelow E xs
-
-/-- **The route checker at `Float` on lists** (entry point for a runtime): `scores` are the `E`
-bias-adjusted router scores of one MoE layer (the graph's `router_scores` output), `route` the
-`k` expert ids the runtime staged in the slots. `true` iff the route has `k` entries, all
-below `E`, pairwise different, and is a top-`k` of the scores with the tie rule of
-`Routing.Beats` (higher score, then lower index): `Routing.checkRoute` on the functions the
-lists give. -/
-def checkRouteF (E k : Nat) (scores : List Float) (route : List Nat) : Bool :=
-  decide (natLen route = k) && allBelow E route &&
-    (if hE : 0 < E then
-      checkRoute (fun e : Fin E => floatAt scores e.val)
-        (fun i : Fin k => ⟨natAt route i.val % E, Nat.mod_lt _ hE⟩)
-    else decide (k = 0))
-
-end Routing
 
 end KimiK3
