@@ -107,7 +107,7 @@ def report(rows: dict[str, list[tuple[float, ...]]], bundle_s: float, wall: floa
         split = "; ".join(" + ".join(fmt(x) for x in t[1:]) for t in secs)
         lines.append(f"| {name} | {ISSUE_BEFORE[name]} | {', '.join(fmt(t[0]) for t in secs)} | {split} |")
     lines += ["", "`decoder_step`: `LanguageModel.run` over 4 tokens (3-token prefix, then the step) from the initial",
-              "state, for each row (`random`: 2 rows; `tie`: 1 row), on the seeded tiny model (per case: every row,",
+              "state, for each of its 2 rows (kinds `random`, `tie`), on the seeded tiny model (per case: every row,",
               "prefixes included, and the route checks `Routing.checkRouteF` of its staged routes); its `long` kind",
               "(41 tokens per row) is not in the default run. Components with fewer kinds than `--cases` (after the",
               "skipped ones) have fewer cases.", SECTION_END]

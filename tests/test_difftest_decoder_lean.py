@@ -67,24 +67,23 @@ def test_decoder_step_lean_leg_agrees_with_every_leg(lean_record) -> None:
             assert {(ref, "logits"), (ref, "L1.heads"), (ref, "L3.heads"), (ref, "L4.latent_cache"),
                     (ref, "L5.shared_key_cache")} <= compared, ref
     logits = run.results[0].f64["lean"]["logits"]
-    assert logits.shape == (2, 101) and float(abs(logits).max()) > 0.1  # not a vacuous all-zero output
+    assert logits.shape == (1, 101) and float(abs(logits).max()) > 0.1  # not a vacuous all-zero output
 
 
 def test_lean_route_checker_accepts_every_staged_route(lean_record) -> None:
     """Every staged route of every MoE layer (2-5) and row, checked in Lean: 4 x 2 rows on the
-    random case, 4 x 1 on the tie case (whose routes the tie rule picks: experts 0-2 tie)."""
+    random case and on the tie case (whose routes the tie rule picks: experts 0-2 tie)."""
     run = decoder_run(2)
-    assert [r.routes["checked"] for r in run.results] == [8, 4]
+    assert [r.routes["checked"] for r in run.results] == [8, 8]
     assert all(r.routes["rejected"] == 0 for r in run.results)
-    assert run.lean_record["components"]["decoder_step"]["route_checks"] == {"checked": 12, "rejected": 0, "unchecked": {}}
+    assert run.lean_record["components"]["decoder_step"]["route_checks"] == {"checked": 16, "rejected": 0, "unchecked": {}}
     for result in run.results:
         checks = {c.output: c for c in result.comparisons if c.output.endswith(".route_check")}
         assert set(checks) == {f"L{n}.route_check" for n in (2, 3, 4, 5)}
         assert all(c.passed and (c.impl, c.ref) == ("lean", "graph") for c in checks.values())
-        assert all(v.tolist() == [1.0] * len(result.case.tensors["ids"]) for k, v in result.f64["lean"].items()
-                   if k.endswith(".route_check"))
+        assert all(v.tolist() == [1.0, 1.0] for k, v in result.f64["lean"].items() if k.endswith(".route_check"))
     tie = run.results[1].f64["graph"]
-    assert 0 in tie["L2.staged_experts"][0] or 0 in tie["L3.staged_experts"][0]  # the tied experts are chosen somewhere
+    assert any(0 in tie[f"L{n}.staged_experts"] for n in (2, 3, 4, 5))  # the tied experts are chosen somewhere
 
 
 def test_planted_off_by_one_route_is_rejected_by_the_lean_checker(lean_record, monkeypatch) -> None:

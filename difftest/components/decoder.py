@@ -13,9 +13,10 @@ of 3). Legs:
   Python check, the top-k of the graph's own router scores (`L{n}.route`, compared exactly with
   the NumPy and torch routes; it runs on every case, Lean or not);
 * Lean: the executable spec's language model (`Exec.LanguageModel.runF`, equal to the reference
-  `LanguageModel.run` by `Exec.LanguageModel.run_eq`) on the same spec parameters, every row from
-  the initial state over its prefix and step token (templates/decoder_step.lean.j2): the step
-  token's logits, the new KDA heads and MLA caches. Its configuration values and layer schedule
+  `LanguageModel.run` by `Exec.LanguageModel.run_eq`) on the same spec parameters, the first row
+  (`LEAN_ROWS`) from the initial state over its prefix and step token
+  (templates/decoder_step.lean.j2): the step token's logits, the new KDA heads and MLA caches,
+  compared with the same row of the other legs (`lean_slice`). Its configuration values and layer schedule
   come from the Lean leg's reading (`lean_config`), its widths from the parameters' shapes.
   In the same bundle, **the route checks**: the library's `Routing.checkRouteF` (equal to
   `Routing.checkRoute`, the hypothesis of `Decoder.program_eval_step`/`program_eval_run`, by
@@ -24,7 +25,7 @@ of 3). Legs:
   the row, the slots' experts, the top-k and the scores).
 
 Kinds: `random`; `tie` (in the router of every MoE layer, experts 0–2 score exactly σ(0) + b₀,
-so wherever they reach the top-k the tie rule, lower index first, picks among them; one row);
+so wherever they reach the top-k the tie rule, lower index first, picks among them);
 `long` (40 prefix tokens: no graph, no Lean by default).
 
 Low precision: every stage of the step (each layer's AttnRes reads, norms, mixer and channel
@@ -69,6 +70,11 @@ from pybridge.model import KimiK3ForCausalLM
 GRAPH_FILE = "decoder_step_tiny.json"
 GRAPH_PAST = 3  # the export's MLA cache length and KDA window length
 TIE_GROUP = 3  # the `tie` kind: experts 0..TIE_GROUP-1 of every router tie exactly
+#: rows of a case the Lean model evaluates (each row costs its P + 1 token steps in the offline
+#: interpreter, about half of a case's Lean time per row; rows are independent there, so the
+#: batch itself is the torch leg's concern, checked against NumPy and the graph on every row).
+#: The route checks take every row.
+LEAN_ROWS = 1
 
 
 def tiny_model(seed: int, dtype: torch.dtype = F64, tied: int = 0) -> KimiK3ForCausalLM:
@@ -108,7 +114,7 @@ class DecoderStepComponent(ExecComponent):
     lean_skip_kinds = ("long",)  # 41 tokens per row from the initial state: minutes in the interpreter
     kinds = {
         "random": "a seeded model, B rows of different token ids",
-        "tie": f"router scores of experts 0-{TIE_GROUP - 1} tied exactly in every MoE layer (the tie rule picks); one row",
+        "tie": f"router scores of experts 0-{TIE_GROUP - 1} tied exactly in every MoE layer (the tie rule picks)",
         "long": "40 prefix tokens (no graph: it is exported for 3)",
     }
     default_sizes = {"B": 2, "P": GRAPH_PAST}
@@ -118,8 +124,6 @@ class DecoderStepComponent(ExecComponent):
         s = dict(self.default_sizes)
         if kind == "long":
             s["P"] = 40
-        if kind == "tie":
-            s["B"] = 1
         if thorough:
             s["B"] = 4
         return s
@@ -280,12 +284,13 @@ class DecoderStepComponent(ExecComponent):
         """The Lean leg's view: the seeded model's spec parameters (`pybridge.adapter.hub_to_spec`,
         as the NumPy leg) with the convolution taps and the experts stacked as the executable
         structures take them, each AttnRes query with its score-norm gain folded in
-        (`gain ⊙ query`, `weighted_query`: `AttnRes.specFwd_eq_attendPacked_gain`), and the rows'
-        token ids. Its sizes: the rows `B`, the prefix `P`, the layer count `L` and the widths
-        of `Exec.ModelDims` (from the parameters' shapes; the caps, top-k and block size from the
-        Lean leg's configuration reading). Where the graph leg runs, also the inputs of the route
-        checks: per MoE layer the graph's router scores `check.L{n}.router_scores` [B, E] and the
-        experts it staged `check.L{n}.staged_experts` [B, k] (`graph_outputs` on the CPU)."""
+        (`gain ⊙ query`, `weighted_query`: `AttnRes.specFwd_eq_attendPacked_gain`), and the token
+        ids of the first `LEAN_ROWS` rows. Its sizes: those rows `B`, the prefix `P`, the layer
+        count `L` and the widths of `Exec.ModelDims` (from the parameters' shapes; the caps, top-k
+        and block size from the Lean leg's configuration reading). Where the graph leg runs, also
+        the inputs of the route checks, for every row of the case: per MoE layer the graph's
+        router scores `check.L{n}.router_scores` [rows, E] and the experts it staged
+        `check.L{n}.staged_experts` [rows, k] (`graph_outputs` on the CPU)."""
         _, ids = self.seed_and_ids(case)
         model = self.model(case)
         spec = {k: to_np(v) for k, v in adapter.hub_to_spec(model.config, model.state_dict()).items()}
@@ -309,14 +314,14 @@ class DecoderStepComponent(ExecComponent):
                 if key not in tensors:
                     raise ValueError(f"decoder_step Lean leg: the Lean configuration makes layer {n} {what}, "
                                      f"but the parameters have no '{key}'")
-        tensors["ids"] = ids.astype(np.float64)
+        tensors["ids"] = ids[:LEAN_ROWS].astype(np.float64)
         if self.graph_fits(case):
             graph = self.graph_outputs(case, "cpu")
             for name in sorted(k for k in graph if k.endswith(".staged_experts")):
                 layer = name.removesuffix("staged_experts")
                 tensors[f"check.{layer}router_scores"] = graph[layer + "router_scores"]
                 tensors[f"check.{name}"] = graph[name]
-        return dataclasses.replace(case, sizes={"B": ids.shape[0], "P": ids.shape[1] - 1, "L": n_layers,
+        return dataclasses.replace(case, sizes={"B": min(LEAN_ROWS, ids.shape[0]), "P": ids.shape[1] - 1, "L": n_layers,
                                                 **self.lean_dims(tensors, schedule)}, tensors=tensors)
 
     def lean_dims(self, t: dict[str, np.ndarray], schedule: list[dict[str, bool]]) -> dict[str, int]:
@@ -415,6 +420,10 @@ class DecoderStepComponent(ExecComponent):
             rows.append(c)
         return rows, {**record, "checked": n, "rejected": rejected,
                       "note": f"routes: {n} staged route(s) checked by Lean (Routing.checkRouteF), {rejected} rejected"}
+
+    def lean_slice(self, case, out):
+        """The rows the Lean model evaluates (the first `LEAN_ROWS`) of another leg's outputs."""
+        return {k: v[:LEAN_ROWS] for k, v in out.items()}
 
     def lean_output_shapes(self, case):
         s = case.sizes
