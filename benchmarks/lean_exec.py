@@ -22,6 +22,7 @@ used before. Not a test: nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import re
@@ -142,7 +143,7 @@ def main() -> None:
         # from the previous mark on: the case's `def A` (its inputs' hex literal; for the first case
         # also the batch's decoding helpers), then its body
         at = [marks["bundle.end" if i == 0 else f"case{i - 1}.end"], *(marks[f"case{i}.{m}"] for m in ("start", "decoded", "defs", "end"))]
-        rows.setdefault(comp.name, []).append(((at[4] - at[0]) / 1e9, *((b - a) / 1e9 for a, b in zip(at, at[1:]))))
+        rows.setdefault(comp.name, []).append(((at[4] - at[0]) / 1e9, *((b - a) / 1e9 for a, b in itertools.pairwise(at))))
     section = report(rows, (marks["bundle.end"] - marks["bundle.start"]) / 1e9, wall, args.cases, targets)
     print(section)
     if args.write:

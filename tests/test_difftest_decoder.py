@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from difftest import lean, report, runner
+from difftest import cli, lean, report, runner
 from difftest.components import COMPONENTS
 from difftest.components import decoder as decoder_mod
 from difftest.config import GRAPHS
@@ -187,6 +187,10 @@ def test_summary_and_html_count_lean_cases_per_component(fake_lean, tmp_path) ->
         "expert": {"evaluated": 0, "cached": 1, "skipped": {runner.BEYOND_CASES: 1}},
         "decoder_step": {"evaluated": 0, "cached": 1, "skipped": {runner.BEYOND_CASES: 1}, "route_checks": routes}}
     assert second.lean_record["skipped"] == 2
+    # the final line of `difftest run` prints the same counts, the skipped ones with their reason
+    assert cli._lean_line(second.lean_record) == (
+        f"Lean 0.0 s, 0 evaluated, 2 cached, 2 skipped: 2 {runner.BEYOND_CASES}; "
+        "routes checked by Lean 0, rejected 0, not checked 16")
     _, html_path = report.write(second, tmp_path / "report")
     html = html_path.read_text(encoding="utf-8")
     assert "evaluated / cached / skipped" in html

@@ -18,6 +18,7 @@ from pybridge.model import K3TextModel
 pytestmark = [pytest.mark.lean, pytest.mark.slow]
 
 DECODER = COMPONENTS["decoder_step"]
+STAGED_ROUTES = DecoderStepComponent.staged_routes  # the unplanted staging
 
 
 def decoder_run(cases: int = 1):
@@ -29,7 +30,7 @@ def off_by_one_routes(dec: numpy_ref.Decoder) -> dict[int, list[int]]:
     """The planted staging bug: the experts of ranks 0 and 2 of the NumPy decoder's adjusted
     scores (an off-by-one top-k), not ranks 0 and 1, in every MoE layer."""
     out = {}
-    for i, route in DecoderStepComponent.staged_routes(dec).items():
+    for i, route in STAGED_ROUTES(dec).items():
         ranked = numpy_ref.top_k(dec.record[i + 1]["scores"], len(route) + 1)
         out[i] = [ranked[0], *ranked[2:]]
     return out
@@ -87,17 +88,21 @@ def test_lean_route_checker_accepts_every_staged_route(lean_record) -> None:
 
 
 def test_planted_off_by_one_route_is_rejected_by_the_lean_checker(lean_record, monkeypatch) -> None:
-    """The graph leg stages ranks 0 and 2: Lean's checker rejects the route of every MoE layer
-    and row (from the cache: the planted view was in the module's one Lean evaluation). The
-    Python check of layer 2 (`L2.route`, the top-k of the graph's own scores) does not see it:
-    layer 2's scores come before its route."""
+    """The graph leg stages ranks 0 and 2 (of the NumPy decoder's scores): Lean's checker
+    rejects layer 2's route in both rows (from the cache: the planted view was in the module's
+    one Lean evaluation), and every rejection is named. Later layers' graph scores move with the
+    wrong routes before them, so there ranks 0 and 2 of NumPy's scores may happen to be a top-2
+    of the graph's. The Python check of layer 2 (`L2.route`, the top-k of the graph's own scores)
+    does not see it: layer 2's scores come before its route."""
     plant_routes(monkeypatch)
     run = decoder_run(1)
     assert run.lean_record["ran"] == 0 and run.lean_record["cached"] == 1
     result = run.results[0]
-    assert result.routes["checked"] == 8 and result.routes["rejected"] == 8
+    assert result.routes["checked"] == 8 and result.routes["rejected"] >= 2
     failed = {c.output: c for c in result.failures() if c.output.endswith(".route_check")}
-    assert set(failed) == {f"L{n}.route_check" for n in (2, 3, 4, 5)}
+    assert "L2.route_check" in failed
+    notes = " ".join(c.note for c in failed.values())
+    assert notes.count("Lean Routing.checkRouteF rejected the staged route") == result.routes["rejected"]
     note = failed["L2.route_check"].note
     staged = result.f64["graph"]["L2.staged_experts"]
     for b in (0, 1):

@@ -386,7 +386,9 @@ class DecoderStepComponent(ExecComponent):
         and their record (`runner.CaseResult.routes`): how many staged routes Lean checked and
         rejected, how many it did not check and why (`why_not`: the case had no Lean evaluation;
         then only the Python top-k check `L{n}.route` ran), and a note."""
-        from difftest.compare import Comparison, compare  # difftest.compare imports the components
+        # a local import: difftest.compare imports the components
+        from difftest.compare import Comparison, compare
+
         graph = legs.get("graph", {})
         staged = sorted(k.removesuffix("staged_experts") for k in graph if k.endswith(".staged_experts"))
         record = {"checked": 0, "rejected": 0, "unchecked": 0, "why": ""}
