@@ -124,20 +124,20 @@ def load_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> tu
     return cfg, adapter.hub_to_spec(cfg, {k: v.to(dtype) for k, v in tensors.items()})
 
 
-def _vision_config(ckpt: Path) -> tuple[K3Config, VisionConfig]:
-    cfg = load_config(ckpt / "config.json")
-    if cfg.vision is None:
+def _vision_config(ckpt: Path) -> VisionConfig:
+    if not ckpt.is_dir():
+        raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
+    vision = load_config(ckpt / "config.json").vision
+    if vision is None:
         raise CheckpointError(f"{ckpt / 'config.json'}: no vision_config, so the checkpoint has no vision tower to load")
-    return cfg, cfg.vision
+    return vision
 
 
 def load_vision(path: str | Path, dtype: torch.dtype = torch.float32) -> MoonViT:
     """MoonViT-V2 and its projector from the checkpoint's `vision_tower.*` / `mm_projector.*`
     tensors, strictly (every missing, unexpected, mis-shaped or non-finite tensor named)."""
     ckpt = Path(path)
-    if not ckpt.is_dir():
-        raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
-    _, vision = _vision_config(ckpt)
+    vision = _vision_config(ckpt)
     with torch.device("meta"):
         model = MoonViT(vision)
     tensors = read_tensors(ckpt, vision=True)
@@ -149,9 +149,7 @@ def load_vision(path: str | Path, dtype: torch.dtype = torch.float32) -> MoonViT
 def load_vision_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
     """The spec parameters (`adapter.vision_rules`) of the checkpoint's vision tower and projector."""
     ckpt = Path(path)
-    if not ckpt.is_dir():
-        raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
-    _, vision = _vision_config(ckpt)
+    vision = _vision_config(ckpt)
     tensors = read_tensors(ckpt, vision=True)
     with torch.device("meta"):
         check_tensors(MoonViT(vision), tensors)

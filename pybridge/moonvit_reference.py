@@ -77,39 +77,39 @@ def rope_angle(cfg: VisionConfig, row: int, col: int, p: int) -> float:
     return pos * cfg.rope_theta ** (-f / R)
 
 
+def _rotate(cfg: VisionConfig, x_k: torch.Tensor, row: int, col: int) -> torch.Tensor:
+    """2-D RoPE of one head vector: pair p (channels 2p, 2p+1) turned by `rope_angle`."""
+    out = torch.empty_like(x_k)
+    for p in range(x_k.shape[0] // 2):
+        th = rope_angle(cfg, row, col, p)
+        out[2 * p] = x_k[2 * p] * math.cos(th) - x_k[2 * p + 1] * math.sin(th)
+        out[2 * p + 1] = x_k[2 * p] * math.sin(th) + x_k[2 * p + 1] * math.cos(th)
+    return out
+
+
 def block(cfg: VisionConfig, sd: dict, i: int, x_nd: torch.Tensor, grid: tuple[int, int, int]) -> torch.Tensor:
-    """Block `i` on one clip's tokens `[t·h·w, D]`."""
-    t, h, w = grid
+    """Block `i` on one clip's tokens `[t·h·w, D]`: every token attends to every token of the clip."""
+    _, h, w = grid
     pre = f"vision_tower.encoder.blocks.{i}."
-    A, K, eps = cfg.num_heads, cfg.head_dim, cfg.rms_norm_eps
-    Q = cfg.qkv_hidden_size
+    A, K, Q, eps = cfg.num_heads, cfg.head_dim, cfg.qkv_hidden_size, cfg.rms_norm_eps
     n = x_nd.shape[0]
     hs = [_rms(x_nd[l], eps, sd[pre + "norm0.weight"]) for l in range(n)]
-    wqkv = _lin(sd, pre + "wqkv")  # [D, 3Q]: columns (s, a, k)
+    wqkv = _lin(sd, pre + "wqkv")  # [D, 3Q]: columns (q|k|v, head, channel)
+    wo = _lin(sd, pre + "wo")  # [Q, D]: rows (head, channel)
     attn = torch.zeros_like(x_nd)
     for a in range(A):
-        def head(s: int, l: int) -> torch.Tensor:
-            return hs[l] @ wqkv[:, s * Q + a * K : s * Q + (a + 1) * K]
-
-        def rotated(s: int, l: int) -> torch.Tensor:
-            x = head(s, l)
-            r, c = l % (h * w) // w, l % (h * w) % w
-            out = torch.empty(K, dtype=torch.float64)
-            for p in range(K // 2):
-                th = rope_angle(cfg, r, c, p)
-                out[2 * p] = x[2 * p] * math.cos(th) - x[2 * p + 1] * math.sin(th)
-                out[2 * p + 1] = x[2 * p] * math.sin(th) + x[2 * p + 1] * math.cos(th)
-            return out
-
-        qs, ks = [rotated(0, l) for l in range(n)], [rotated(1, l) for l in range(n)]
-        vs = [head(2, l) for l in range(n)]
-        wo = _lin(sd, pre + "wo")[a * K : (a + 1) * K]  # [K, D]
+        cols = [slice(s * Q + a * K, s * Q + (a + 1) * K) for s in range(3)]
+        pos = [(l % (h * w) // w, l % w) for l in range(n)]  # (row, column) of token l
+        qs = [_rotate(cfg, hs[l] @ wqkv[:, cols[0]], *pos[l]) for l in range(n)]
+        ks = [_rotate(cfg, hs[l] @ wqkv[:, cols[1]], *pos[l]) for l in range(n)]
+        vs = [hs[l] @ wqkv[:, cols[2]] for l in range(n)]
         for l in range(n):
             scores = [float(qs[l] @ ks[m]) / math.sqrt(K) for m in range(n)]
             top = max(scores)
             ex = [math.exp(s - top) for s in scores]
-            o = sum(e / sum(ex) * vs[m] for m, e in enumerate(ex))
-            attn[l] += o @ wo
+            total = sum(ex)
+            o = sum(e / total * vs[m] for m, e in enumerate(ex))
+            attn[l] += o @ wo[a * K : (a + 1) * K]
     x1 = x_nd + attn
     out = torch.empty_like(x1)
     for l in range(n):

@@ -257,3 +257,15 @@ def test_bad_grids_are_named(vit, grids, n, message) -> None:
 def test_bad_patch_width_is_named(vit) -> None:
     with pytest.raises(InputError, match=r"patches must have shape \[N, 27\]"):
         vit(torch.zeros(4, 26, dtype=F64), [(1, 2, 2)])
+
+
+@pytest.mark.parametrize("dtype, bound", [(torch.float32, 4e-6), (torch.bfloat16, 2e-2)])
+def test_low_precision_follows_float64(vit, expected, dtype, bound) -> None:
+    """float32 and bfloat16 weights (computing in float32) stay near the float64 reference; the
+    features come back in the weights' dtype."""
+    low = random_moonvit(TINY, seed=3, dtype=dtype)
+    with torch.no_grad():
+        got = low(patches(GRIDS).to(dtype), GRIDS)
+    assert got.dtype == dtype
+    err = max_rel(got.to(F64), expected)
+    assert err <= bound, err

@@ -15,10 +15,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from pybridge import adapter
-from pybridge.__main__ import main
 from pybridge import moonvit_reference as vref
-from pybridge.checkpoint import (INDEX_NAME, load_checkpoint, load_vision, load_vision_spec_params, random_model,
-                                 save_checkpoint)
+from pybridge.__main__ import main
+from pybridge.checkpoint import INDEX_NAME, load_checkpoint, load_vision, load_vision_spec_params, random_model, save_checkpoint
 from pybridge.config import config_from_dict, load_config
 from pybridge.errors import CheckpointError, ConfigError, InputError
 from pybridge.image import patchify, preprocess, target_size
@@ -134,7 +133,7 @@ def test_paper_checkpoint_layout_is_the_adapters() -> None:
 
 def test_readme_vision_table_is_the_adapters() -> None:
     text = (REPO / "pybridge" / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- vision adapter table: begin -->\n(.*?)\n<!-- vision adapter table: end -->", text, re.S)
+    block = re.search(r"<!-- vision adapter table: begin -->\n(.*?)\n<!-- vision adapter table: end -->", text, re.DOTALL)
     assert block, "pybridge/README.md lost its generated vision table markers"
     assert block.group(1) == adapter.vision_mapping_table(V), "regenerate with `python -m pybridge.adapter vision`"
 
