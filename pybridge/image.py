@@ -23,16 +23,15 @@ from pybridge.errors import InputError
 
 
 def target_size(cfg: VisionConfig, height: int, width: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """`((resized_h, resized_w), (padded_h, padded_w))` of an `height × width` image."""
+    """`((resized_h, resized_w), (padded_h, padded_w))` of a `height × width` image (Kimi K2.5's
+    `navit_resize`, with a merge kernel that may differ per axis)."""
     p, side = cfg.patch_size, cfg.max_patches_per_side
     count = max(1, height // p) * max(1, width // p)
     scale = min(1.0, math.sqrt(cfg.max_patches / count), side * p / height, side * p / width)
     new_h = min(max(1, int(height * scale)), side * p)
     new_w = min(max(1, int(width * scale)), side * p)
-    factor = p * max(cfg.merge_kernel_size)
-    if cfg.merge_kernel_size[0] != cfg.merge_kernel_size[1]:
-        raise InputError(f"vision_config.merge_kernel_size {list(cfg.merge_kernel_size)}: only square merges are padded")
-    return (new_h, new_w), (-(-new_h // factor) * factor, -(-new_w // factor) * factor)
+    fh, fw = p * cfg.merge_kernel_size[0], p * cfg.merge_kernel_size[1]  # pad each side to whole merges
+    return (new_h, new_w), (-(-new_h // fh) * fh, -(-new_w // fw) * fw)
 
 
 def _as_frames(pixels: torch.Tensor, what: str) -> torch.Tensor:
@@ -58,11 +57,15 @@ def patchify(frames_tchw: torch.Tensor, patch: int) -> torch.Tensor:
 
 def preprocess(cfg: VisionConfig, clips: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list[tuple[int, int, int]]]:
     """Packed patches `[N, C·p·p]` (float64) and the clips' grids `(t, h, w)`."""
+    if not clips:
+        raise InputError("no clips to preprocess")
     patches, grids = [], []
     for i, clip in enumerate(clips):
         what = f"clip {i}"
         frames = _as_frames(clip, what)
         t, c, height, width = frames.shape
+        if min(t, height, width) < 1:
+            raise InputError(f"{what}: pixels have an empty axis, shape {list(frames.shape)}")
         if c != cfg.in_channels:
             raise InputError(f"{what}: pixels have {c} channels, expected {cfg.in_channels} (vision_config.in_channels)")
         if t > cfg.pos_emb_time:

@@ -5,6 +5,7 @@ multimodal prefill against the plain text reference fed the reference tower's vi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -263,6 +264,17 @@ def test_preprocess_resizes_videos_and_names_bad_clips() -> None:
         preprocess(V, [torch.rand(4, 6, 6)])
     with pytest.raises(InputError, match=r"clip 0: pixels must have shape \[3, H, W\] or \[T, 3, H, W\]"):
         preprocess(V, [torch.rand(6, 6)])
+    with pytest.raises(InputError, match=r"clip 0: pixels have an empty axis, shape \[1, 3, 0, 6\]"):
+        preprocess(V, [torch.rand(3, 0, 6)])
+    with pytest.raises(InputError, match=r"clip 0: pixels must be uint8 or floating point, got torch.int64"):
+        preprocess(V, [torch.zeros(3, 6, 6, dtype=torch.long)])
+    with pytest.raises(InputError, match="no clips to preprocess"):
+        preprocess(V, [])
+
+
+def test_non_square_merge_pads_each_axis() -> None:
+    assert target_size(dataclasses.replace(V, merge_kernel_size=(2, 3)), 10, 17) == ((10, 17), (12, 18))
+    assert target_size(dataclasses.replace(V, merge_kernel_size=(3, 2)), 10, 17) == ((10, 17), (18, 18))
 
 
 # --- multimodal prefill ----------------------------------------------------------------------------
