@@ -466,6 +466,23 @@ def vision_to_hub(v: VisionConfig, spec: Mapping[str, torch.Tensor]) -> dict[str
     return to_hub(vision_rules(v), spec)
 
 
+def checkpoint_rules(cfg: K3Config) -> list[Rule]:
+    """Every rule of a whole checkpoint: the language model and, when the config has a
+    `vision_config`, MoonViT and its projector (the released layout; canonical names, without the
+    `language_model.` prefix)."""
+    return model_rules(cfg) + (vision_rules(cfg.vision) if cfg.vision is not None else [])
+
+
+def checkpoint_to_spec(cfg: K3Config, hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The spec parameters of a whole checkpoint (`checkpoint_rules`): text and vision tensors."""
+    return to_spec(checkpoint_rules(cfg), hub)
+
+
+def spec_to_checkpoint(cfg: K3Config, spec: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The hub tensors of a whole checkpoint from its spec parameters (`checkpoint_rules`)."""
+    return to_hub(checkpoint_rules(cfg), spec)
+
+
 def vision_mapping_table(v: VisionConfig) -> str:
     """The README's MoonViT table (Markdown): block 0's rules with `{i}` for the block."""
     rows = ["| hub tensor(s) | shape(s) | spec parameter(s) | shape(s) | mapping |", "|---|---|---|---|---|"]

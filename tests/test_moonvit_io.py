@@ -132,6 +132,22 @@ def test_paper_checkpoint_layout_is_the_adapters() -> None:
     assert dict(zip((n for r in rules for n in r.hub), (s for r in rules for s in r.hub_shapes))) == want
 
 
+def test_whole_checkpoint_maps_text_and_vision() -> None:
+    """A checkpoint's text and vision tensors together map through `checkpoint_rules` (nothing
+    unexpected) and back; the text model's `hub_to_spec` alone names the vision tensors as
+    unexpected, and `checkpoint_rules` without them names them missing."""
+    hub = {**random_model(CFG, 1, F64).state_dict(), **random_moonvit(V, 1).state_dict()}
+    spec = adapter.checkpoint_to_spec(CFG, hub)
+    assert "vision.blocks.1.attn.key" in spec and "token_embedding" in spec
+    back = adapter.spec_to_checkpoint(CFG, spec)
+    assert set(back) == set(hub) and all(torch.equal(back[k], hub[k]) for k in hub)
+    with pytest.raises(CheckpointError, match=r"unexpected hub tensor 'vision_tower.patch_embed.proj.weight'"):
+        adapter.hub_to_spec(CFG, hub)
+    text = {k: t for k, t in hub.items() if not k.startswith(("vision_tower.", "mm_projector."))}
+    with pytest.raises(CheckpointError, match=r"missing hub tensor 'mm_projector.post_norm.weight' \(expected shape \[24\]\)"):
+        adapter.checkpoint_to_spec(CFG, text)
+
+
 def test_readme_vision_table_is_the_adapters() -> None:
     text = (REPO / "pybridge" / "README.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- vision adapter table: begin -->\n(.*?)\n<!-- vision adapter table: end -->", text, re.DOTALL)
