@@ -107,8 +107,8 @@ def layer_tag(i: int) -> str:
 
 class DecoderStepComponent(ExecComponent):
     name = "decoder_step"
-    summary = ("one cached token step of the whole tiny decoder, B rows (Lean LanguageModel.run; "
-               "graph decoder_step_tiny; KimiK3ForCausalLM)")
+    summary = ("one cached token step of the whole tiny decoder, B rows (Lean LanguageModel.run on the first row and "
+               "Routing.checkRouteF on every staged route; graph decoder_step_tiny; KimiK3ForCausalLM)")
     template = "decoder_step"
     lean_targets = ("KimiK3.Exec.Kernel", "KimiK3.Channel.RouteCheck")  # the route checker `Routing.checkRouteF`
     lean_skip_kinds = ("long",)  # 41 tokens per row from the initial state: minutes in the interpreter
@@ -417,7 +417,7 @@ class DecoderStepComponent(ExecComponent):
                 c.note = "; ".join(
                     f"Lean Routing.checkRouteF rejected the staged route of layer {layer[1:-1]}, token row {b}: slots "
                     f"{[int(e) for e in experts[b]]} (experts {sorted(int(e) for e in experts[b])}), top-{k} of the "
-                    f"graph's router scores {sorted(ref.top_k(scores[b], k))}, scores {np.array2string(scores[b], precision=17)}"
+                    f"graph's router scores {sorted(ref.top_k(scores[b], k))}, scores {[float(x) for x in scores[b]]}"
                     for b in bad)
             rows.append(c)
         return rows, {**record, "checked": n, "rejected": rejected,
