@@ -16,8 +16,9 @@ of 3). Legs:
   `LanguageModel.run` by `Exec.LanguageModel.run_eq`) on the same spec parameters, the first row
   (`LEAN_ROWS`) from the initial state over its prefix and step token
   (templates/decoder_step.lean.j2): the step token's logits, the new KDA heads and MLA caches,
-  compared with the same row of the other legs (`lean_slice`). Its configuration values and layer schedule
-  come from the Lean leg's reading (`lean_config`), its widths from the parameters' shapes.
+  compared with the same row of the other legs (`lean_slice`). Its configuration values and
+  layer schedule come from the Lean leg's reading (`lean_config`), its widths from the
+  parameters' shapes.
   In the same bundle, **the route checks**: the library's `Routing.checkRouteF` (equal to
   `Routing.checkRoute`, the hypothesis of `Decoder.program_eval_step`/`program_eval_run`, by
   `Routing.checkRouteF_ofFn`) on every staged route of every MoE layer and row, against the graph
