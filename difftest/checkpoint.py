@@ -40,6 +40,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -151,14 +152,20 @@ def plan(cfg: K3Config, layers: list[int], opts: Options) -> list[Unit]:
 
 
 def unit_bytes(cfg: K3Config, unit: Unit) -> int:
-    """The checkpoint bytes a unit reads (an upper bound for MoE: every token routes to distinct
-    experts), for balancing the ranks."""
-    rules = _rules(cfg, unit, experts=range(cfg.num_experts))
+    """The checkpoint bytes a unit reads, at 2 bytes a parameter (for MoE an upper bound: the
+    sampled tokens route to at most 8 k distinct experts), for balancing the ranks."""
+    return _unit_bytes(cfg, cfg.is_mla(unit.layer), cfg.is_moe(unit.layer), unit.kind, unit.shards)
+
+
+@cache
+def _unit_bytes(cfg: K3Config, is_mla: bool, is_moe: bool, kind: str, shards: int) -> int:
+    """`unit_bytes` of every layer of one schedule kind (the first such layer's rules)."""
+    layer = next(i for i in range(cfg.num_hidden_layers) if (cfg.is_mla(i), cfg.is_moe(i)) == (is_mla, is_moe))
+    rules = _rules(cfg, Unit(layer, kind, 0, shards), experts=())
     total = sum(math.prod(s) for r in rules for s in r.hub_shapes)
-    if unit.kind == "channel" and cfg.is_moe(unit.layer):
-        per = 3 * cfg.moe_intermediate_size * cfg.routed_expert_hidden_size
-        total -= per * cfg.num_experts
-        total += per * min(cfg.num_experts, 8 * cfg.num_experts_per_token) // unit.shards
+    if kind == "channel" and is_moe:
+        total += 3 * cfg.moe_intermediate_size * cfg.routed_expert_hidden_size * min(
+            cfg.num_experts, 8 * cfg.num_experts_per_token) // shards
     return 2 * total
 
 
@@ -166,10 +173,11 @@ def assign(cfg: K3Config, units: list[Unit], world: int) -> list[list[Unit]]:
     """Units per rank: largest first to the least-loaded rank (longest processing time first);
     every rank computes the same assignment, so no communication is needed."""
     load, out = [0] * world, [[] for _ in range(world)]
-    for u in sorted(units, key=lambda u: -unit_bytes(cfg, u)):
+    size = {u: unit_bytes(cfg, u) for u in units}
+    for u in sorted(units, key=lambda u: -size[u]):
         r = min(range(world), key=lambda k: (load[k], k))
         out[r].append(u)
-        load[r] += unit_bytes(cfg, u)
+        load[r] += size[u]
     order = {u: k for k, u in enumerate(units)}
     return [sorted(us, key=order.__getitem__) for us in out]
 

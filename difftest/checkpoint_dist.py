@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,8 +38,9 @@ from difftest.checkpoint import Unit, UnitResult, Verifier, assign, run_local
 HEARTBEAT_S = 2.0
 
 
-class Terminated(Exception):
-    """SIGTERM (torchrun stopping the workers after one of them died)."""
+class Terminated(BaseException):
+    """SIGTERM (torchrun stopping the workers after one of them died); a BaseException, so the
+    per-unit `except Exception` of `Verifier.run_unit` does not swallow it."""
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Gathered:
     lost: dict[int, tuple[str, list[Unit]]] = field(default_factory=dict)
     world: int = 1
     assignment: list[list[Unit]] = field(default_factory=list)
+    stopped: bool = False  # torchrun is stopping the workers: write the report and leave at once
 
 
 def is_distributed() -> bool:
@@ -98,8 +101,9 @@ def run_distributed(verifier: Verifier, units: list[Unit], timeout_s: float,
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        for u in mine:
+        for n, u in enumerate(mine):
             current[0] = u.label
+            kv.set(f"alive/{rank}", f"start{n}|{u.label}")
             r = run_local(verifier, [u], rank, progress)[0]
             results.append(r)
             kv.set(f"unit/{rank}/{len(results) - 1}", json.dumps(r.to_json()))
@@ -168,7 +172,7 @@ def _collect(kv: dist.Store, world: int, assignment: list[list[Unit]], timeout_s
             n += 1
         if r in lost_why:
             lost[r] = (lost_why[r], assignment[r][n:])
-    return Gathered(results, lost, world, assignment)
+    return Gathered(results, lost, world, assignment, stopped)
 
 
 def finish() -> None:
@@ -189,18 +193,18 @@ def verify(folder: str, layers: str, opts, impls: tuple, report_dir, timeout_s: 
     verifier = Verifier(folder, opts, impls)
     cfg = verifier.cfg
     units = plan(cfg, parse_spec(layers, cfg.num_hidden_layers, "--layers"), opts)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    try:
-        if is_distributed():
-            got = run_distributed(verifier, units, timeout_s, progress)
-            if got is None:
-                return 0
-            results, lost = got.results, got.lost
-            backend = "nccl" if opts.device.startswith("cuda") else "gloo"
-        else:
-            results, lost, backend = [r.to_json() for r in run_local(verifier, units, 0, progress)], {}, "none (one process)"
-    finally:
-        finish()
+    world, stopped = int(os.environ.get("WORLD_SIZE", "1")), False
+    if is_distributed():
+        got = run_distributed(verifier, units, timeout_s, progress)
+        if got is None:
+            finish()
+            return 0
+        results, lost, stopped = got.results, got.lost, got.stopped
+        backend = "nccl" if opts.device.startswith("cuda") else "gloo"
+        if not stopped:  # a process group with a dead peer may block in its teardown
+            finish()
+    else:
+        results, lost, backend = [r.to_json() for r in run_local(verifier, units, 0, progress)], {}, "none (one process)"
     dims = {k: getattr(cfg, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "kda_num_heads",
                                          "kda_head_k_dim", "kda_head_v_dim", "q_lora_rank", "kv_lora_rank", "num_experts",
                                          "num_experts_per_token", "num_shared_experts", "moe_intermediate_size",
@@ -221,4 +225,8 @@ def verify(folder: str, layers: str, opts, impls: tuple, report_dir, timeout_s: 
     progress(f"difftest checkpoint {status}: {len(doc['layers'])} layer(s), {len(results)} unit(s) on {world} rank(s), "
              f"{doc['seconds']} s, {doc['bytes_read'] / 1e9:.2f} GB read, peak "
              f"{max((v['peak_rss_mb'] for v in doc['ranks'].values()), default=0):.0f} MB per rank")
+    if stopped:  # torchrun sends SIGKILL after its grace period: leave now, without the group's teardown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     return 0 if doc["passed"] else 1

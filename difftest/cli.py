@@ -227,8 +227,10 @@ def checkpoint_command(folder, layers, experts, expert_shards, impls, report_dir
     try:
         code = verify(str(folder), layers, Options(tokens, rows, seed, kind, dtype, device, experts, expert_shards),
                       _load_impls(impls), report_dir, timeout_s, _say)
-    except (K3Error, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (K3Error, ValueError) as exc:  # bad input: one `Error:` line naming the file / tensor / option, status 2
+        err = click.ClickException(str(exc))
+        err.exit_code = 2
+        raise err from exc
     sys.exit(code)
 
 
