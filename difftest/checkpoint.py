@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 import time
 import traceback
@@ -63,7 +62,6 @@ from pybridge.errors import K3Error
 from pybridge.layers import compute_dtype
 from pybridge.model import DecoderLayer
 
-KINDS = ("random", "small", "large")
 NORM_MODEL = ErrorModel(stores=6, accum=0, amp=2.0)  # RMSNorm: mean of squares (accum D added), sqrt, div, gain
 GRAPH_NOTE = ("no graph leg: the Lean exports exist at the tiny dimensions only (fixtures/graphs); "
               "at checkpoint dimensions the legs are the torch layer, --impl adapters and the float64 NumPy reference")
@@ -120,9 +118,17 @@ class UnitResult:
         d = asdict(self)
         d["unit"] = asdict(self.unit)
         d["passed"] = self.passed
-        d["comparisons"] = [{**asdict(c), "ratio": c.ratio if math.isfinite(c.ratio) else "inf",
-                             "err": c.err if math.isfinite(c.err) else "inf"} for c in self.comparisons]
+        d["comparisons"] = [{**asdict(c), "ratio": _num(c.ratio), **{k: _num(getattr(c, k)) for k in FLOATS}}
+                            for c in self.comparisons]
         return d
+
+
+FLOATS = ("err", "tol", "got", "want", "abs_err")
+
+
+def _num(x: float) -> float | str:
+    """A float for JSON: inf and nan as strings."""
+    return x if math.isfinite(x) else str(x)
 
 
 def parse_spec(spec: str, n: int, what: str) -> list[int]:
@@ -558,7 +564,3 @@ def run_local(verifier: Verifier, units: list[Unit], rank: int = 0,
                  f"{worst:.2g}, {r.seconds:.1f} s, peak {r.peak_rss_mb:.0f} MB, read {r.bytes_read / 1e6:.0f} MB)")
         out.append(r)
     return out
-
-
-def env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))

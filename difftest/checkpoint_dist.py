@@ -193,6 +193,8 @@ def verify(folder: str, layers: str, opts, impls: tuple, report_dir, timeout_s: 
     verifier = Verifier(folder, opts, impls)
     cfg = verifier.cfg
     units = plan(cfg, parse_spec(layers, cfg.num_hidden_layers, "--layers"), opts)
+    if opts.experts != "routed":
+        parse_spec(opts.experts, cfg.num_experts, "--experts")
     world, stopped = int(os.environ.get("WORLD_SIZE", "1")), False
     if is_distributed():
         got = run_distributed(verifier, units, timeout_s, progress)

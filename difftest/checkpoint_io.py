@@ -35,6 +35,7 @@ class LazyCheckpoint:
         self.where: dict[str, tuple[str, str]] = {}  # canonical name -> (shard file, name in the shard)
         self.bytes_read = 0
         self._open: dict[str, object] = {}
+        self._keys: dict[str, set[str]] = {}  # the tensors each opened shard holds
         if self.index.exists():
             self._read_index()
         else:  # a single-file or index-less checkpoint: the shards' headers list their tensors
@@ -42,7 +43,8 @@ class LazyCheckpoint:
             if not shards:
                 raise CheckpointError(f"{self.folder}: no {INDEX_NAME} and no *.safetensors files")
             for shard in shards:
-                for raw in self._handle(shard, "(header)").keys():
+                self._handle(shard, "(header)")
+                for raw in sorted(self._keys[shard]):
                     self._add(_canonical(raw), shard, raw, self.folder / shard)
 
     def _read_index(self) -> None:
@@ -67,6 +69,7 @@ class LazyCheckpoint:
                 raise CheckpointError(f"{self.index}: shard '{shard}' (holding tensor '{tensor}') does not exist")
             try:
                 self._open[shard] = safe_open(str(path), framework="pt")
+                self._keys[shard] = set(self._open[shard].keys())
             except (SafetensorError, OSError, ValueError, RuntimeError) as e:
                 raise CheckpointError(f"{path}: corrupt or unreadable safetensors file ({e}) "
                                       f"while reading tensor '{tensor}'") from None
@@ -84,7 +87,7 @@ class LazyCheckpoint:
                 shard, raw = self.where[name]
                 f = self._handle(shard, raw)
                 path = self.folder / shard
-                if raw not in f.keys():
+                if raw not in self._keys[shard]:
                     raise CheckpointError(f"{path}: the index places tensor '{raw}' in this shard, which has no such tensor")
                 try:
                     got = list(f.get_slice(raw).get_shape())

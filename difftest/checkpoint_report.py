@@ -16,8 +16,7 @@ ROWS = (("seq read", ("seq_read",)), ("seq norm", ("seq_norm",)), ("mixer", ("kd
 
 
 def _ratio(c: dict) -> float:
-    r = c["ratio"]
-    return math.inf if r == "inf" else float(r)
+    return float(c["ratio"])  # "inf" / "nan" parse as floats
 
 
 def layer_table(results: list[dict], lost: dict[int, tuple[str, list]]) -> dict[int, dict]:
@@ -75,9 +74,9 @@ def _colour(v: float | str | None) -> str:
     if v > 1.0:
         return "#b2182b"  # fails
     x = min(max((math.log10(v) + 4) / 4, 0.0), 1.0) if v > 0 else 0.0  # 1e-4 .. 1 -> 0 .. 1
-    g = int(round(247 - 120 * x))
-    b = int(round(247 - 200 * x))
-    return f"#f7{g:02x}{b:02x}" if x > 0.5 else f"#{int(round(230 - 180 * x)):02x}{int(round(240 - 40 * x)):02x}ff"
+    g = round(247 - 120 * x)
+    b = round(247 - 200 * x)
+    return f"#f7{g:02x}{b:02x}" if x > 0.5 else f"#{round(230 - 180 * x):02x}{round(240 - 40 * x):02x}ff"
 
 
 def heat_map(layers: dict[int, dict], cell: int = 14) -> str:
