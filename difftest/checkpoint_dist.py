@@ -20,6 +20,7 @@ when one rank is gone, and a store read has its own timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -29,11 +30,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from difftest.checkpoint import Unit, UnitResult, Verifier, assign, run_local
+from difftest import checkpoint_report
+from difftest.adapters import Impl
+from difftest.checkpoint import (
+    Options,
+    Unit,
+    UnitResult,
+    Verifier,
+    assign,
+    parse_spec,
+    plan,
+    run_local,
+)
 
 HEARTBEAT_S = 2.0
 
@@ -50,8 +63,6 @@ class Gathered:
 
     results: list[dict]
     lost: dict[int, tuple[str, list[Unit]]] = field(default_factory=dict)
-    world: int = 1
-    assignment: list[list[Unit]] = field(default_factory=list)
     stopped: bool = False  # torchrun is stopping the workers: write the report and leave at once
 
 
@@ -75,7 +86,7 @@ def run_distributed(verifier: Verifier, units: list[Unit], timeout_s: float,
     if cuda:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
-        verifier.opts = type(verifier.opts)(**{**verifier.opts.__dict__, "device": f"cuda:{local}"})
+        verifier.opts = dataclasses.replace(verifier.opts, device=f"cuda:{local}")
     dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore("difftest/pg", base), rank=rank,
                             world_size=world, timeout=timeout)
     control = dist.new_group(backend="gloo", timeout=timeout) if cuda else None
@@ -172,7 +183,7 @@ def _collect(kv: dist.Store, world: int, assignment: list[list[Unit]], timeout_s
             n += 1
         if r in lost_why:
             lost[r] = (lost_why[r], assignment[r][n:])
-    return Gathered(results, lost, world, assignment, stopped)
+    return Gathered(results, lost, stopped)
 
 
 def finish() -> None:
@@ -180,15 +191,10 @@ def finish() -> None:
         dist.destroy_process_group()
 
 
-def verify(folder: str, layers: str, opts, impls: tuple, report_dir, timeout_s: float,
+def verify(folder: str, layers: str, opts: Options, impls: tuple[Impl, ...], report_dir: Path | None, timeout_s: float,
            progress: Callable[[str], None]) -> int:
     """`difftest checkpoint`: check the selected layers (this process, or this rank of a
     torchrun group), write the report on rank 0; the exit status (0: every layer passed)."""
-    from pathlib import Path
-
-    from difftest import checkpoint_report
-    from difftest.checkpoint import parse_spec, plan
-
     start = time.monotonic()
     verifier = Verifier(folder, opts, impls)
     cfg = verifier.cfg
