@@ -18,7 +18,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from pybridge import adapter
-from pybridge.checkpoint import INDEX_NAME, SKIPPED_PREFIXES, _canonical
+from pybridge.checkpoint import INDEX_NAME, VISION_PREFIXES, _canonical
 from pybridge.errors import CheckpointError
 
 
@@ -44,7 +44,7 @@ class LazyCheckpoint:
                 raise CheckpointError(f"{self.folder}: no {INDEX_NAME} and no *.safetensors files")
             for shard in shards:
                 self._handle(shard, "(header)")
-                for raw in sorted(self._keys[shard]):
+                for raw in sorted(k for k in self._keys[shard] if not k.startswith(VISION_PREFIXES)):
                     self._add(_canonical(raw), shard, raw, self.folder / shard)
 
     def _read_index(self) -> None:
@@ -54,7 +54,7 @@ class LazyCheckpoint:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{self.index}: malformed index ({e.__class__.__name__}: {e})") from None
         for raw, shard in items:
-            if not raw.startswith(SKIPPED_PREFIXES):
+            if not raw.startswith(VISION_PREFIXES):
                 self._add(_canonical(raw), shard, raw, self.index)
 
     def _add(self, name: str, shard: str, raw: str, source: Path) -> None:

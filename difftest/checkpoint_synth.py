@@ -38,7 +38,8 @@ def synthetic_config(layers: int = 2, experts: int = 4, top_k: int = 2, vocab: i
     `vocab`-token vocabulary and the first `first_dense` layers dense; `shared`, `expert_hidden`
     (moe_intermediate_size) and `latent` (routed_expert_hidden_size) default to the paper's."""
     raw = json.loads(PAPER_CONFIG.read_text(encoding="utf-8"))
-    raw.pop("_notes", None)
+    for key in ("_notes", "vision_config", "media_placeholder_token_id"):  # text only: the layer check reads no vision
+        raw.pop(key, None)
     lac = raw["linear_attn_config"]
     lac["kda_layers"] = [n for n in range(1, layers + 1) if not (n % 4 == 0 or n == layers)]
     lac["full_attn_layers"] = [n for n in range(1, layers + 1) if n % 4 == 0 or n == layers]
