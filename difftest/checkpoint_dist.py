@@ -12,7 +12,8 @@ sharded over the ranks with torch.distributed, the verdicts gathered on rank 0.
   moved for `timeout` seconds. A rank that raises inside a unit reports the error with its
   rank and layer and goes on with its other units. When a worker dies, torchrun stops the
   others with SIGTERM: rank 0 then writes the report from what reached the store, naming the
-  ranks that did not finish and their layers. Either way the run exits non-zero.
+  ranks that did not finish and their layers. Either way the run exits non-zero. (If rank 0
+  itself dies there is no report; torchrun names the rank and its exit code.)
 
 The store, not a collective, carries the results: a collective cannot return a partial answer
 when one rank is gone, and a store read has its own timeout.
