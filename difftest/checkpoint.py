@@ -24,10 +24,12 @@ dimensions (the summary says so). Tolerances are the components' error models at
 sizes (`compare.tolerance`); low precision compares the relative 2-norm on inputs rounded to the
 run's dtype, as `difftest run` does.
 
-Memory: one unit's tensors at a time: in the checkpoint's dtype, plus a float32 copy for the
-NumPy reference (exact for bf16/f16/f32 checkpoints: NumPy promotes to float64 per operation),
-plus one transient float64 cast of the largest matrix. `peak_rss_mb` per unit is measured
-(the kernel's VmHWM, reset before each unit). Distributed runs: `checkpoint_dist`.
+Memory (per rank, one unit at a time): the unit's tensors in the run's dtype, float64 copies of
+its non-expert tensors for the NumPy reference (`SpecParams`, made on first use: about 10 bytes
+per parameter in all), each routed expert in float64 only while the reference uses it, and the
+torch layer's float32 temporaries. `peak_rss_mb` per unit is measured (the kernel's VmHWM,
+reset before each unit); docs/scale.md sizes it at the paper's dimensions. Distributed runs:
+`checkpoint_dist`.
 """
 
 from __future__ import annotations
