@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 from torch import nn
 
 from pybridge.attnres import DepthState, retrieve
+from pybridge.checkpoint import MAX_LISTED, read_tensors
 from pybridge.config import K3Config, config_from_dict
-from pybridge.errors import ConfigError
+from pybridge.errors import CheckpointError, ConfigError
 from pybridge.layers import RMSNorm, compute_dtype, lin
 from pybridge.mla import MLACache
 from pybridge.model import DecoderLayer, KimiK3ForCausalLM
@@ -205,3 +207,41 @@ def init_draft_(draft: EagleDraft, seed: int) -> EagleDraft:
 
 def random_draft(dcfg: DraftConfig, seed: int = 0, dtype: torch.dtype = torch.float32) -> EagleDraft:
     return init_draft_(EagleDraft(dcfg), seed).to(dtype).eval()
+
+
+DRAFT_FILE = "draft.safetensors"
+
+
+def save_draft(draft: EagleDraft, config_path: str | Path, out_dir: str | Path) -> Path:
+    """A draft checkpoint: config.json (copied verbatim) and `draft.safetensors` (hub-style names)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(Path(config_path).read_text(encoding="utf-8"), encoding="utf-8")
+    save_file({k: v.detach().contiguous() for k, v in draft.state_dict().items()}, str(out / DRAFT_FILE),
+              metadata={"format": "pt"})
+    return out
+
+
+def load_draft(path: str | Path, dtype: torch.dtype = torch.float32) -> EagleDraft:
+    """The draft of the checkpoint directory `path` (config.json with the draft's fields and
+    safetensors shards), loaded strictly: every missing, unexpected or mis-shaped tensor is named."""
+    ckpt = Path(path)
+    if not ckpt.is_dir():
+        raise CheckpointError(f"{ckpt}: draft checkpoint directory does not exist")
+    dcfg = load_draft_config(ckpt)
+    with torch.device("meta"):
+        draft = EagleDraft(dcfg)
+    tensors = read_tensors(ckpt)
+    expected = {k: list(v.shape) for k, v in draft.state_dict().items()}
+    problems = [f"missing tensor '{k}' (expected shape {s})" for k, s in expected.items() if k not in tensors]
+    problems += [f"unexpected tensor '{k}'" for k in tensors if k not in expected]
+    problems += [f"tensor '{k}' has shape {list(t.shape)}, expected {expected[k]}" for k, t in tensors.items()
+                 if k in expected and list(t.shape) != expected[k]]
+    problems += [f"tensor '{k}' is not finite floating point" for k, t in tensors.items()
+                 if k in expected and (not t.is_floating_point() or not bool(torch.isfinite(t).all()))]
+    if problems:
+        more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        raise CheckpointError(f"{ckpt}: {len(problems)} problem(s) in draft checkpoint:\n  "
+                              + "\n  ".join(problems[:MAX_LISTED]) + more)
+    draft.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, assign=True)
+    return draft.eval()

@@ -1,6 +1,7 @@
 """Speculative decoding against serial greedy decoding (`pybridge.speculative`; no Lean leg).
 
-A case is a seeded tiny model (`fixtures/tiny/config.json`), a prompt, and a plan: per step s,
+A case is a seeded tiny model (`fixtures/tiny/config.json`), B prompts (each decoded on its own,
+batch 1), and a plan: per step s,
 the number of drafts k_s and how many of them the target must accept, a_s. The drafts are the
 serial greedy continuation with the (a_s + 1)-th and later drafts replaced by other tokens
 (`PlannedProposer`), so the plan, not a draft model, chooses the accept pattern: the kinds are
@@ -102,6 +103,16 @@ def state_outputs(prefix: str, layers: list, mla: list[bool]) -> dict[str, np.nd
     return out
 
 
+def stacked(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-row outputs stacked along a leading row axis. Rows of one plan emit equally many
+    tokens unless a decoder accepted other counts than the plan: then this raises, naming them."""
+    lengths = [len(r["tokens"]) for r in rows]
+    if len(set(lengths)) > 1:
+        raise ValueError(f"the rows emitted {lengths} tokens under one plan: the accepted counts differ from the plan "
+                         f"({[r['accepted'].astype(int).tolist() for r in rows if 'accepted' in r]})")
+    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+
 def torch_state(cache: K3Cache) -> list:
     return [((to_np(s.recurrent[0]), (to_np(s.conv_q[0]), to_np(s.conv_k[0]), to_np(s.conv_v[0]))) if isinstance(s, KDAState)
              else (to_np(s.latent[0]), to_np(s.shared_key[0]))) for s in cache.layers]
@@ -118,7 +129,10 @@ class SpeculativeStepComponent(Component):
         "zero": "no drafts: one-token verify passes",
         "mixed": "a random pattern of the four per step",
     }
-    default_sizes = {"P": PROMPT, "S": STEPS, "K": K_MAX}
+    default_sizes = {"B": 2, "P": PROMPT, "S": STEPS, "K": K_MAX}
+
+    def shrink_sizes(self, sizes):
+        return [{**sizes, "B": 1}] if sizes["B"] > 1 else []
 
     def sample(self, rng, kind, sizes):
         K = sizes["K"]
@@ -130,53 +144,60 @@ class SpeculativeStepComponent(Component):
             plan.append((k, a))
         vocab = torch_config().vocab_size
         return {"model_seed": np.array(float(rng.integers(0, 2**20))),
-                "ids": rng.integers(0, vocab // 2, (sizes["P"],)).astype(np.float64),
+                "ids": rng.integers(0, vocab // 2, (sizes["B"], sizes["P"])).astype(np.float64),
                 "plan": np.array(plan, dtype=np.float64)}
 
     @staticmethod
-    def inputs(case: Case) -> tuple[int, list[int], list[tuple[int, int]]]:
-        return int(case.tensors["model_seed"]), [int(t) for t in case.tensors["ids"]], plan_of(case)
+    def inputs(case: Case) -> tuple[int, list[list[int]], list[tuple[int, int]]]:
+        """The model seed, the B prompts (each decoded on its own: batch 1) and the plan."""
+        ids = np.asarray(case.tensors["ids"]).astype(np.int64)
+        return int(case.tensors["model_seed"]), [[int(t) for t in row] for row in ids.reshape(-1, ids.shape[-1])], plan_of(case)
 
     def torch_outputs(self, case, dtype, device):
-        seed, prompt, plan = self.inputs(case)
+        seed, prompts, plan = self.inputs(case)
         model = tiny_model(seed).to(device=device, dtype=dtype)
+        rows = [self.torch_row(model, prompt, plan, device) for prompt in prompts]
+        return {leg: stacked([r[leg] for r in rows]) for leg in ("torch serial", "torch speculative")}
+
+    @staticmethod
+    def torch_row(model, prompt: list[int], plan: list[tuple[int, int]], device: str) -> dict[str, dict]:
         mla = [lay.is_mla for lay in model.model.layers]
         ends = step_ends(plan)
-        n_tokens = ends[-1] + 1 + K_MAX + 1
         with torch.no_grad():
-            oracle = model.generate(torch.tensor([prompt], device=device), n_tokens)[0].tolist()
-            # serial: the prompt in one prefill, then one token at a time
+            oracle = model.generate(torch.tensor([prompt], device=device), ends[-1] + 2 + K_MAX)[0].tolist()
+            # serial: the prompt in one prefill, then one token at a time (generate's path)
             _, cache = model(torch.tensor([prompt], device=device))
-            serial = {"tokens": np.array(oracle[: ends[-1] + 1], np.float64), "accepted": np.array([a for _, a in plan], np.float64)}
+            serial = {"tokens": np.array(oracle[: ends[-1] + 1], np.float64),
+                      "accepted": np.array([a for _, a in plan], np.float64)}  # the plan's, by the drafts' construction
             fed = 0
             for s, end in enumerate(ends):
                 while fed < end:
                     _, cache = model(torch.tensor([[oracle[fed]]], device=device), cache)
                     fed += 1
                 serial.update(state_outputs(f"s{s}.", torch_state(cache), mla))
-            return {"torch serial": serial, "torch speculative": self.speculative(model, prompt, plan, oracle, mla)}
-
-    @staticmethod
-    def speculative(model, prompt: list[int], plan: list[tuple[int, int]], oracle: list[int], mla: list[bool]) -> dict:
-        out: dict[str, np.ndarray] = {}
-        accepted = []
-        dec = SpeculativeDecoder(model, PlannedProposer(oracle, plan, model.config.vocab_size))
-        dec.start(prompt)
-        for s, (k, _) in enumerate(plan):
-            accepted.append(dec.step(k).accepted)
-            out.update(state_outputs(f"s{s}.", torch_state(dec.cache), mla))
-        out["tokens"], out["accepted"] = np.array(dec.tokens, np.float64), np.array(accepted, np.float64)
-        return out
+            spec, accepted = {}, []
+            dec = SpeculativeDecoder(model, PlannedProposer(oracle, plan, model.config.vocab_size))
+            dec.start(prompt)
+            for s, (k, _) in enumerate(plan):
+                accepted.append(dec.step(k).accepted)
+                spec.update(state_outputs(f"s{s}.", torch_state(dec.cache), mla))
+        spec["tokens"], spec["accepted"] = np.array(dec.tokens, np.float64), np.array(accepted, np.float64)
+        return {"torch serial": serial, "torch speculative": spec}
 
     def numpy_outputs(self, case):
-        seed, prompt, plan = self.inputs(case)
-        dec = DecoderStepComponent().decoder(tiny_model(seed))
-        ends = step_ends(plan)
+        seed, prompts, plan = self.inputs(case)
+        model = tiny_model(seed)
+        return stacked([self.numpy_row(DecoderStepComponent().decoder(model), prompt, plan) for prompt in prompts])
+
+    @staticmethod
+    def numpy_row(dec, prompt: list[int], plan: list[tuple[int, int]]) -> dict[str, np.ndarray]:
+        """difftest's decoder, greedy, one token at a time: the tokens, and the states at the
+        token counts the steps of the plan end at."""
         for t in prompt[:-1]:
             dec.step(t)
         logits = dec.step(prompt[-1])
         tokens, out = [], {}
-        for s, end in enumerate(ends):
+        for s, end in enumerate(step_ends(plan)):
             while len(tokens) < end:
                 tokens.append(int(np.argmax(logits)))
                 logits = dec.step(tokens[-1])
