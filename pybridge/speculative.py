@@ -145,6 +145,9 @@ class SpeculativeDecoder:
         drafted, q_kv = self.proposer.propose(self.pending, k, self.sample)
         if len(drafted) != k:
             raise InputError(f"the proposer returned {len(drafted)} draft tokens, asked for {k}")
+        if self.sample is not None and k and (q_kv is None or q_kv.shape != (k, self.target.config.vocab_size)):
+            raise InputError(f"sampled decoding needs the draft distributions [{k}, vocab] the drafts were drawn from, "
+                             f"got {None if q_kv is None else tuple(q_kv.shape)}")
         fed = [self.pending, *drafted]
         ids = torch.tensor([fed], device=self.target.lm_head.weight.device)
         logits, verified, feats = target_pass(self.target, ids, snapshot, self.proposer.feature_layers)

@@ -274,6 +274,10 @@ def test_bad_arguments_raise_input_error(model, draft):
     dec.start(PROMPT)
     with pytest.raises(InputError, match="draft length"):
         dec.step(-1)
+    greedy_only = SpeculativeDecoder(model, PlannedProposer(list(range(20)), [(2, 0)], 101), torch.Generator())
+    greedy_only.start(PROMPT)
+    with pytest.raises(InputError, match="draft distributions"):
+        greedy_only.step(2)
 
 
 # ---- (b) sampled: the one-token output distribution is the target's ------------------------------
@@ -352,6 +356,60 @@ def test_sampled_first_token_distribution_chi_square(seed):
     counts against p, chi-square with 5 degrees of freedom, at significance ALPHA."""
     p, q = random_pq(seed)
     assert chi_square_p_value(p, q) > ALPHA
+
+
+def test_sampled_loop_passes_verify_the_target_rows_and_the_draws_distributions(model, draft, monkeypatch):
+    """The rows the loop hands to `verify`: p = softmax of an independent target pass over the
+    prompt, the pending token and the drafts (to 1e-12); q = distributions with every drafted
+    token inside their support."""
+    seen = []
+    real = speculative.verify
+    monkeypatch.setattr(speculative, "verify", lambda p, d, q, g: seen.append((p, list(d), q)) or real(p, d, q, g))
+    dec = SpeculativeDecoder(model, EagleProposer(model, draft), torch.Generator().manual_seed(2))
+    dec.start(PROMPT)
+    for k in (3, 0, 2):
+        before = list(dec.tokens)
+        dec.step(k)
+        p_tv, drafted, q_kv = seen[-1]
+        with torch.no_grad():
+            logits, _ = model(torch.tensor([PROMPT + before + drafted]))
+        want = torch.softmax(logits[0, -(k + 1):], dim=-1)
+        torch.testing.assert_close(p_tv, want, rtol=0, atol=1e-12)
+        if k:
+            torch.testing.assert_close(q_kv.sum(-1), torch.ones(k, dtype=F64), rtol=0, atol=1e-12)
+            assert all(float(q_kv[i, d]) > 0 for i, d in enumerate(drafted))
+        else:
+            assert q_kv is None
+
+
+@pytest.mark.slow
+def test_sampled_loop_joint_distribution_chi_square():
+    """The whole sampled loop (EAGLE draft, one verify pass per step, rollback) on the tiny model
+    with a 5-token vocabulary: the two tokens after a fixed start, over 800 runs, against the
+    target's joint p(t1) p(t2 | t1) from independent target passes; chi-square with the cells of
+    expected count < 5 merged, at significance ALPHA."""
+    import dataclasses
+
+    from pybridge.eagle import DraftConfig
+
+    cfg = dataclasses.replace(load_config(TINY), vocab_size=5)
+    target = random_model(cfg, seed=0, dtype=F64)
+    dec = SpeculativeDecoder(target, EagleProposer(target, random_draft(DraftConfig(cfg, 5, (1, 3, 5)), 1, F64)),
+                             torch.Generator().manual_seed(0))
+    t0 = dec.start([1, 2, 3])
+    with torch.no_grad():
+        p1 = torch.softmax(target(torch.tensor([[1, 2, 3, t0]]))[0][0, -1], -1)
+        p2 = torch.stack([torch.softmax(target(torch.tensor([[1, 2, 3, t0, t]]))[0][0, -1], -1) for t in range(5)])
+    expected = (800 * p1[:, None] * p2).numpy().ravel()
+    counts = np.zeros(25)
+    for _ in range(800):
+        run = dataclasses.replace(dec, proposer=dataclasses.replace(dec.proposer), tokens=list(dec.tokens))
+        while len(run.tokens) < 3:
+            run.step(2)
+        counts[run.tokens[1] * 5 + run.tokens[2]] += 1
+    small = expected < 5
+    merged_c, merged_e = np.append(counts[~small], counts[small].sum()), np.append(expected[~small], expected[small].sum())
+    assert chisquare(merged_c, merged_e).pvalue > ALPHA
 
 
 # ---- (c) planted bugs -----------------------------------------------------------------------------
