@@ -51,11 +51,12 @@ class DebugFilter:
 
 @dataclass
 class LeanResult:
-    """Exit code and filtered output of one Lean process."""
+    """Exit code, filtered output and peak resident memory of one Lean process."""
 
     returncode: int
     stdout: str
     stderr: str
+    peak_rss_mb: float = 0.0
 
 
 @dataclass
@@ -215,11 +216,11 @@ def _run_process(argv: list[str], cwd: Path, env: dict[str, str], offline: bool,
         reader = threading.Thread(target=_pump, args=(proc.stderr, err.append, offline))
         reader.start()
         reader.join()
-        rc = proc.wait()
+        rc, peak_mb = _wait(proc)
         stdout_file.seek(0)
         out: list[str] = []
         _pump(stdout_file, out.append, offline)
-    return LeanResult(rc, "\n".join(out), "\n".join(err))
+    return LeanResult(rc, "\n".join(out), "\n".join(err), peak_mb)
 
 
 def _run_piped(argv: list[str], cwd: Path, env: dict[str, str], offline: bool) -> LeanResult:
@@ -245,8 +246,17 @@ def _run_piped(argv: list[str], cwd: Path, env: dict[str, str], offline: bool) -
         t.start()
     for t in threads:
         t.join()
-    rc = proc.wait()
-    return LeanResult(rc, "\n".join(out), "\n".join(err))
+    rc, peak_mb = _wait(proc)
+    return LeanResult(rc, "\n".join(out), "\n".join(err), peak_mb)
+
+
+def _wait(proc: subprocess.Popen) -> tuple[int, float]:
+    """Reap `proc`: its exit code and its own peak resident memory in MB (from `wait4`, so per
+    process, where `RUSAGE_CHILDREN` would give the largest child this process ever had; Linux
+    counts the forked image of this process in it: the figure is at least this process's size)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss / 1024
 
 
 def _visible(path: Path) -> bool:

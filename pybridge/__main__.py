@@ -64,12 +64,15 @@ def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, 
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--shards", default=2, show_default=True, type=click.IntRange(min=1))
 def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -> None:
-    """Write a random checkpoint (config.json + safetensors shards + index)."""
+    """Write a random checkpoint (config.json + safetensors shards + index; the vision tower and
+    projector too when the config has a vision_config)."""
     from pybridge.checkpoint import random_model, save_checkpoint
     from pybridge.config import load_config
+    from pybridge.moonvit import random_moonvit
 
-    model = random_model(load_config(config_path), seed)
-    click.echo(str(save_checkpoint(model, config_path, out, shards)))
+    cfg = load_config(config_path)
+    vision = random_moonvit(cfg.vision, seed, torch.float32) if cfg.vision is not None else None
+    click.echo(str(save_checkpoint(random_model(cfg, seed), config_path, out, shards, vision)))
 
 
 @cli.command("make-random-draft")

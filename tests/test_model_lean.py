@@ -62,6 +62,8 @@ NOT_IN_CONFIG = {
     "latent_moe_use_norm", "moe_renormalize", "moe_router_activation_func", "routed_scaling_factor",
     "num_expert_group", "topk_group",
     "num_nextn_predict_layers", "eagle_config",  # the EAGLE-3 draft's fields (pybridge.eagle)
+    # MoonViT-V2 (pybridge `VisionConfig`, docs/vision.md): not fields of the Lean `Config`
+    "vision_config", "media_placeholder_token_id",
 }
 LAC_NOT_IN_CONFIG = {"use_full_rank_gate", "query_scale"}
 
