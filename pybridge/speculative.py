@@ -15,8 +15,9 @@ min(p, q) plus the residual mass 1 - Σ min(p, q) times the correction is p: Lea
 `accepted_add_corrected_eq_target`); greedy emits exactly serial greedy decoding's tokens.
 
 Rollback is snapshot and recompute. Every layer returns fresh state tensors and never writes
-into the cache it was given (KDA states and conv windows, MLA caches: `test_forward_leaves_its_
-input_cache_untouched`), so the state before the step is its own snapshot at no cost. When all
+into the cache it was given (KDA states and conv windows, MLA caches; tested by
+`test_forward_leaves_its_input_cache_untouched`), so the state before the step is its own
+snapshot at no cost. When all
 drafts are accepted the verify pass's state is the new state; otherwise the state is recomputed
 from the snapshot by one cached pass over the j + 1 kept tokens, so the KDA recurrent states,
 the short-conv windows and the MLA caches are all exactly those of a target that never saw the
