@@ -1,9 +1,8 @@
 """Speculative decoding against serial greedy decoding (`pybridge.speculative`; no Lean leg).
 
 A case is a seeded tiny model (`fixtures/tiny/config.json`), B prompts (each decoded on its own,
-batch 1), and a plan: per step s,
-the number of drafts k_s and how many of them the target must accept, a_s. The drafts are the
-serial greedy continuation with the (a_s + 1)-th and later drafts replaced by other tokens
+batch 1), and a plan: per step s, the number of drafts k_s and how many of them the target must
+accept, a_s. The drafts are the serial greedy continuation with the (a_s + 1)-th and later drafts replaced by other tokens
 (`PlannedProposer`), so the plan, not a draft model, chooses the accept pattern: the kinds are
 the adversarial ones (all accepted, none, some, no drafts at all, a mix). Legs:
 * torch serial: `KimiK3ForCausalLM.generate` for the tokens; the states of a target fed the
