@@ -61,6 +61,7 @@ NOT_IN_CONFIG = {
     "tie_word_embeddings", "hidden_act", "mla_use_nope", "mla_use_output_gate", "mla_score_scale",
     "latent_moe_use_norm", "moe_renormalize", "moe_router_activation_func", "routed_scaling_factor",
     "num_expert_group", "topk_group",
+    "num_nextn_predict_layers", "eagle_config",  # the EAGLE-3 draft's fields (pybridge.eagle)
     # the placeholder token of the multimodal splice (pybridge.multimodal), not a width
     "media_placeholder_token_id",
 }
