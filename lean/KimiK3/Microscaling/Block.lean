@@ -40,7 +40,7 @@ theorem dot_eq_scale_mul_sum [ScalarField α] (decodeA : CodeA → α) (decodeB 
 
 theorem decode_quantizeWithScale [Scalar α] (f : FloatFormat) (scale : E8M0) (x : Fin size → α)
     (i : Fin size) :
-    (quantizeWithScale f scale x).decode f.decode i =
+    (quantizeWithScale f scale x).decode (f.decode (α := α)) i =
       E8M0.decode scale * f.decode (f.encode (x i / E8M0.decode scale)) := rfl
 
 /-- The scale a quantized block carries is the rule's. -/

@@ -37,7 +37,7 @@ def RelCondition (f : α → α) (κ ε x : α) : Prop :=
 
 /-- **One elementwise stage**: the argument off by at most `ε` relatively, the result rounded
 with unit roundoff `u`: `|fl(f x̂) − f x| ≤ (u + κ ε + u κ ε) |f x|`. -/
-theorem elementwise_rel_error_le {f : α → α} {κ ε u x x' y : α} (hu : 0 ≤ u) (hκε : 0 ≤ κ * ε)
+theorem elementwise_rel_error_le {f : α → α} {κ ε u x x' y : α} (hu : 0 ≤ u)
     (hf : RelCondition f κ ε x) (hx : Scalar.abs (x' - x) ≤ ε * Scalar.abs x) (hy : RoundsTo u (f x') y) :
     Scalar.abs (y - f x) ≤ (u + κ * ε + u * (κ * ε)) * Scalar.abs (f x) := by
   have h1 := hy.abs_sub_le
@@ -79,8 +79,7 @@ theorem relCondition_inv {ε x : α} (hε : 0 ≤ ε) (hε1 : ε < 1) :
     have : Scalar.abs (x' - 0) ≤ 0 := by grind
     have hx' : x' = 0 := by have := abs_le_iff'.mp this; grind
     rw [hx', Lean.Grind.Field.inv_zero, show (0 : α) - 0 = 0 by grind, abs_zero']; grind
-  · have hax : 0 < Scalar.abs x := by
-      rcases abs_eq_or x with e | e <;> rw [e] <;> (rcases lt_or_le' x 0 with h' | h' <;> grind)
+  · have hax : 0 < Scalar.abs x := abs_pos_of_ne_zero' h0
     -- `|x'| ≥ (1 − ε) |x| > 0`
     have t := abs_add_le x' (x - x')
     have e1 : x' + (x - x') = x := by grind

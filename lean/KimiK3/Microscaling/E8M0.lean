@@ -114,13 +114,13 @@ theorem abs_decode_encode_sub_le {t : α} (h0 : scaleValue 0 ≤ t) (h1 : t ≤ 
 torch's `float8_e8m0fnu` cast gives code 129 (`4.0`): it rounds up. -/
 theorem encode_three : (encode (3 : α)).val = 128 := by
   have h := roundIndex_midpoint (scaleValue_strictMono (α := α) 254) (k := 128) (by decide)
+  have h4 : scaleValue (α := α) (128 + 1) = 4 := by rw [scaleValue_succ, scaleValue_128]; grind
   have hm : midpoint (fun e => scaleValue (α := α) e) 128 = 3 := by
-    unfold midpoint
-    rw [show scaleValue (α := α) (128 + 1) = 4 by rw [scaleValue_succ, scaleValue_128]; grind,
-      scaleValue_128]
-    grind
-  rw [hm, if_neg (by decide)] at h
-  exact h
+    show (scaleValue (α := α) 128 + scaleValue (α := α) (128 + 1)) / 2 = 3
+    rw [h4, scaleValue_128]; grind
+  rw [hm] at h
+  show roundIndex (fun e => scaleValue (α := α) e) 254 3 = 128
+  rw [h]; decide
 
 end Ordered
 

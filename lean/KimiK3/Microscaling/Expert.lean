@@ -16,8 +16,11 @@ quantizes a full-precision expert.
   `bG`, `bU`, `bD`: `|y'_k − y_k| ≤ Σ_j (c_g c_u bD_jk + |D_jk| ((1 + c_g/4) c_u ΔG_j + c_g ΔU_j))`,
   `ΔG_j = Σ_i |x_i| bG_ij`, `ΔU_j = Σ_i |x_i| bU_ij` (SiTU's bound `c_g c_u` and its Lipschitz
   constants, `Lipschitz.lean`);
-* **`MXFP4Expert.abs_forward_quantize_sub_le`** — the MXFP4 expert (ceil rule) against the
-  full-precision one: the same bound with the weight scales, `errorBound`.
+* **`MXFP4Expert.abs_forward_dequantize_sub_le`** — any MXFP4 expert whose dequantized weights
+  are within their block scales of a full-precision expert's: the same bound with `bG, bU, bD`
+  the weight scales (`errorBound`);
+* `MXFP4Expert.abs_forward_quantize_sub_le` — the case of the ceil rule, whose weights meet that
+  hypothesis by themselves.
 -/
 
 @[expose] public section
@@ -100,9 +103,25 @@ the block scales of `q`. -/
     ((1 + gateCap / 4) * upCap * finSum (nd * 32) (fun i => Scalar.abs (x i) * q.gate.scaleAt i j) +
       gateCap * finSum (nd * 32) (fun i => Scalar.abs (x i) * q.up.scaleAt i j)))
 
-/-- **MXFP4 expert output error**: the expert at its MXFP4 weights (ceil rule) is within
-`errorBound` of the full-precision expert, for positive caps and weights that fit the largest
-scale (`|w| ≤ 6 · 2^127`). -/
+/-- **MXFP4 expert output error, any scales** (the statement `difftest`'s `mxfp4_expert` checks):
+if every dequantized weight of `q` is within its block's scale of the full-precision weight of
+`e` (`|Ŵ − W| ≤ s`, e.g. by `quantizeMXFP4Block_error_le` for `|W| ≤ 6 s` or
+`quantizeMXFP4Block_error_le_of_abs_le_seven` for `|W| ≤ 7 s`, whatever rule chose the scales),
+then for positive caps every output is within `errorBound`:
+`|ŷ_k − y_k| ≤ Σ_j (c_g c_u sD_jk + |D_jk| ((1 + c_g/4) c_u Σ_i |x_i| sG_ij + c_g Σ_i |x_i| sU_ij))`. -/
+theorem abs_forward_dequantize_sub_le [ScalarLaws α] [LipschitzLaws α] {gateCap upCap : α}
+    (hg : 0 < gateCap) (hu : 0 < upCap) (q : MXFP4Expert nd nh o) (e : Expert α (nd * 32) (nh * 32) o)
+    (hG : ∀ i j, Scalar.abs (q.gate.decode decodeE2M1 i j - e.gateWeight i j) ≤ q.gate.scaleAt i j)
+    (hU : ∀ i j, Scalar.abs (q.up.decode decodeE2M1 i j - e.upWeight i j) ≤ q.up.scaleAt i j)
+    (hD : ∀ j k, Scalar.abs (q.down.decode decodeE2M1 j k - e.downWeight j k) ≤ q.down.scaleAt j k)
+    (x : Tensor α [nd * 32]) (k : Fin o) :
+    Scalar.abs (q.dequantize.forward gateCap upCap x k - e.forward gateCap upCap x k) ≤
+      q.errorBound e gateCap upCap x k :=
+  Expert.abs_forward_sub_le hg hu e q.dequantize x _ _ _ hG hU hD k
+
+/-- **MXFP4 expert output error, ceil rule**: the expert at its MXFP4 weights quantized with the
+ceil rule is within `errorBound` of the full-precision expert, for positive caps and weights
+that fit the largest scale (`|w| ≤ 6 · 2^127`); no other range hypothesis. -/
 theorem abs_forward_quantize_sub_le [ScalarLaws α] [LipschitzLaws α] {gateCap upCap : α}
     (hg : 0 < gateCap) (hu : 0 < upCap) (e : Expert α (nd * 32) (nh * 32) o)
     (hfit : ∀ i j, Scalar.abs (e.gateWeight i j) ≤ 6 * E8M0.scaleValue 254 ∧
@@ -111,10 +130,10 @@ theorem abs_forward_quantize_sub_le [ScalarLaws α] [LipschitzLaws α] {gateCap 
     (x : Tensor α [nd * 32]) (k : Fin o) :
     Scalar.abs ((quantize .ceil e).dequantize.forward gateCap upCap x k - e.forward gateCap upCap x k) ≤
       (quantize .ceil e).errorBound e gateCap upCap x k :=
-  Expert.abs_forward_sub_le hg hu e (quantize .ceil e).dequantize x _ _ _
+  abs_forward_dequantize_sub_le hg hu (quantize .ceil e) e
     (fun i j => abs_quantizeMatrix_mxfp4_sub_le e.gateWeight (fun i j => (hfit i j).1) i j)
     (fun i j => abs_quantizeMatrix_mxfp4_sub_le e.upWeight (fun i j => (hfit i j).2) i j)
-    (fun j k => abs_quantizeMatrix_mxfp4_sub_le e.downWeight hfitD j k) k
+    (fun j k => abs_quantizeMatrix_mxfp4_sub_le e.downWeight hfitD j k) x k
 
 end MXFP4Expert
 

@@ -54,7 +54,7 @@ theorem decode_negate [ScalarField α] (f : FloatFormat) (c : Fin f.codeCount) :
   by_cases h : c.val < f.magCount
   · simp only [h, dite_true]
     have : ¬ (c.val + f.magCount < f.magCount) := by omega
-    simp only [this, if_false, h, if_true, Nat.add_sub_cancel]
+    simp only [this, if_false, if_true, Nat.add_sub_cancel]
   · simp only [h, dite_false, if_false]
     have : c.val - f.magCount < f.magCount := by have := c.isLt; unfold codeCount at this; omega
     simp only [this, if_true]; grind
@@ -122,9 +122,9 @@ theorem abs_decode_le (hf : f.WF) (c : Fin f.codeCount) (hc : f.isFinite c = tru
 
 /-- The value of an encoded scalar: the rounded magnitude of `|t|`, with `t`'s sign. -/
 theorem decode_encode (t : α) :
-    f.decode (f.encode t) =
-      if t < 0 then -f.magnitude (roundIndex (fun k => f.magnitude (α := α) k) f.maxMag (-t))
-      else f.magnitude (roundIndex (fun k => f.magnitude (α := α) k) f.maxMag t) := by
+    f.decode (α := α) (f.encode t) =
+      if t < 0 then -f.magnitude (α := α) (roundIndex (fun k => f.magnitude (α := α) k) f.maxMag (-t))
+      else f.magnitude (α := α) (roundIndex (fun k => f.magnitude (α := α) k) f.maxMag t) := by
   have h1 := f.roundIndex_lt_magCount t
   have h2 := f.roundIndex_lt_magCount (-t)
   unfold encode
@@ -164,13 +164,21 @@ theorem encode_decode (hf : f.WF) (c : Fin f.codeCount) (hc : f.isFinite c = tru
 
 /-- **Saturation**: scalars at or above `maxValue` encode to the largest finite value. -/
 theorem decode_encode_of_le (hf : f.WF) {t : α} (ht : f.maxValue ≤ t) :
-    f.decode (f.encode t) = f.maxValue := by
+    f.decode (α := α) (f.encode t) = f.maxValue := by
   have hv := magnitude_strictMono (α := α) f hf
   have := maxValue_nonneg (α := α) f
   rw [decode_encode]
   have : ¬ t < 0 := by grind
   simp only [this, if_false]
   rw [roundIndex_of_le hv ht]; rfl
+
+/-- **Saturation below**: negative scalars at or below `−maxValue` encode to `−maxValue`. -/
+theorem decode_encode_of_le_neg (hf : f.WF) {t : α} (hneg : t < 0) (ht : t ≤ -f.maxValue) :
+    f.decode (α := α) (f.encode t) = -f.maxValue := by
+  have hv := magnitude_strictMono (α := α) f hf
+  rw [decode_encode]
+  simp only [hneg, if_true]
+  rw [roundIndex_of_le hv (show f.magnitude f.maxMag ≤ -t by show f.maxValue ≤ -t; grind)]; rfl
 
 /-- **The tie rule**: the midpoint between magnitude codes `k` and `k + 1` encodes to the even
 one of the two. -/
@@ -198,7 +206,7 @@ theorem abs_decode_encode_sub_le (hf : f.WF) {r a : α} (hr : 0 ≤ r) (ha : 0 �
   · rename_i hneg
     have hab : Scalar.abs t = -t := by rw [← abs_neg' t, abs_of_nonneg (by grind)]
     have := abs_roundIndex_sub_le hv hr ha hgap (by rw [h0]; exact Std.le_refl _)
-      (show f.magnitude 0 ≤ -t by rw [h0]; grind) (show -t ≤ f.magnitude f.maxMag by grind)
+      (show f.magnitude 0 ≤ -t by rw [h0]; grind) (show -t ≤ f.maxValue by have := hle.1; grind)
     rw [hab]
     have e : -f.magnitude (α := α) (roundIndex (fun k => f.magnitude (α := α) k) f.maxMag (-t)) - t =
         -(f.magnitude (roundIndex (fun k => f.magnitude (α := α) k) f.maxMag (-t)) - -t) := by grind
@@ -206,7 +214,7 @@ theorem abs_decode_encode_sub_le (hf : f.WF) {r a : α} (hr : 0 ≤ r) (ha : 0 �
   · rename_i hnn
     have hab : Scalar.abs t = t := abs_of_nonneg (by grind)
     have := abs_roundIndex_sub_le hv hr ha hgap (by rw [h0]; exact Std.le_refl _)
-      (show f.magnitude 0 ≤ t by rw [h0]; grind) (show t ≤ f.magnitude f.maxMag by grind)
+      (show f.magnitude 0 ≤ t by rw [h0]; grind) hle.2
     rw [hab]; exact this
 
 /-- Gaps measured in units: if consecutive `units` differ by at most `g`, consecutive magnitudes

@@ -69,14 +69,14 @@ theorem e2m1_magnitudes :
       e2m1.magnitude (α := α) 4 = 2 ∧ e2m1.magnitude (α := α) 5 = 3 ∧
       e2m1.magnitude (α := α) 6 = 4 ∧ e2m1.magnitude (α := α) 7 = 6 := by
   refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
-  · rw [magnitude_eq_of (n := 0) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 1) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 2) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 3) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 4) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 6) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 8) (d := 2) (by decide) (by decide)]; grind
-  · rw [magnitude_eq_of (n := 12) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 0) (n := 0) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 1) (n := 1) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 2) (n := 2) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 3) (n := 3) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 4) (n := 4) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 5) (n := 6) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 6) (n := 8) (d := 2) (by decide) (by decide)]; grind
+  · rw [magnitude_eq_of (f := e2m1) (k := 7) (n := 12) (d := 2) (by decide) (by decide)]; grind
 
 /-- E2M1's largest value is 6. -/
 theorem e2m1_maxValue : e2m1.maxValue (α := α) = 6 := e2m1_magnitudes.2.2.2.2.2.2.2
@@ -84,12 +84,12 @@ theorem e2m1_maxValue : e2m1.maxValue (α := α) = 6 := e2m1_magnitudes.2.2.2.2.
 /-- E4M3's largest value is 448 (`1.75 · 2^8`). -/
 theorem e4m3_maxValue : e4m3.maxValue (α := α) = 448 := by
   unfold FloatFormat.maxValue
-  rw [magnitude_eq_of (n := 229376) (d := 512) (by decide) (by decide)]; grind
+  rw [magnitude_eq_of (f := e4m3) (k := e4m3.maxMag) (n := 229376) (d := 512) (by decide) (by decide)]; grind
 
 /-- E5M2's largest finite value is 57344 (`1.75 · 2^15`). -/
 theorem e5m2_maxValue : e5m2.maxValue (α := α) = 57344 := by
   unfold FloatFormat.maxValue
-  rw [magnitude_eq_of (n := 3758096384) (d := 65536) (by decide) (by decide)]; grind
+  rw [magnitude_eq_of (f := e5m2) (k := e5m2.maxMag) (n := 3758096384) (d := 65536) (by decide) (by decide)]; grind
 
 /-- Consecutive E2M1 magnitudes differ by at most 2. -/
 theorem e2m1_gap_le (k : Nat) (hk : k < e2m1.maxMag) :

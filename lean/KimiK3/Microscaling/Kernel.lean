@@ -294,10 +294,11 @@ abbrev MXFP4Block := Block 32 E2M1
 
 /-- The block of a flat index: `i / size`. -/
 def blockOf {nb size : Nat} (i : Fin (nb * size)) : Fin nb :=
-  ⟨i.val / size, Nat.div_lt_of_lt_mul (by rw [Nat.mul_comm]; exact i.isLt)⟩
+  ⟨i.val / size, Nat.div_lt_of_lt_mul (Nat.lt_of_lt_of_eq i.isLt (Nat.mul_comm nb size))⟩
 
 theorem size_pos_of_index {nb size : Nat} (i : Fin (nb * size)) : 0 < size :=
-  Nat.pos_of_ne_zero (by intro h; have := i.isLt; rw [h, Nat.mul_zero] at this; omega)
+  Nat.pos_of_ne_zero (fun h => absurd (Nat.lt_of_lt_of_eq i.isLt (by rw [h, Nat.mul_zero]))
+    (Nat.not_lt_zero _))
 
 /-- The position of a flat index in its block: `i % size`. -/
 def offsetOf {nb size : Nat} (i : Fin (nb * size)) : Fin size :=

@@ -127,6 +127,13 @@ theorem abs_div_of_pos' {c : α} (hc : 0 < c) (x : α) : Scalar.abs (x / c) = Sc
 /-- `|0| = 0`. -/
 theorem abs_zero' : Scalar.abs (0 : α) = 0 := abs_of_nonneg (Std.le_refl _)
 
+/-- A nonzero scalar has a positive absolute value. -/
+theorem abs_pos_of_ne_zero' {x : α} (hx : x ≠ 0) : 0 < Scalar.abs x := by
+  rcases lt_or_eq_of_le' (abs_nonneg x) with h | h
+  · exact h
+  · have := abs_le_iff'.mp (show Scalar.abs x ≤ 0 by grind)
+    exact absurd (show x = 0 by grind) hx
+
 /-- Squares are nonnegative. -/
 theorem mul_self_nonneg'' (x : α) : 0 ≤ x * x := by
   rcases lt_or_le' x 0 with h | h

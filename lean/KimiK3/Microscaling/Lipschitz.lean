@@ -41,7 +41,7 @@ theorem abs_softCap_sub_le {c : α} (hc : 0 < c) (a b : α) :
   rw [e2] at h1
   have h2 := mul_le_mul_of_nonneg_left' h1 (Std.le_of_lt hc)
   have e3 : c * Scalar.abs ((a - b) / c) = Scalar.abs (a - b) := by
-    rw [abs_mul', Lean.Grind.Field.div_eq_mul_inv, abs_mul', abs_of_nonneg (Std.le_of_lt (inv_pos' hc))]
+    rw [abs_div_of_pos' hc]
     have : c ≠ 0 := by grind
     grind
   rw [e3] at h2; exact h2

@@ -30,10 +30,28 @@ variable [OrderedScalarField α]
 /-- **E2M1 quantization error**: for `|t| ≤ 6`, the encoded value is within 1 of `t`. -/
 theorem quantizeE2M1_error_le_one {t : α} (ht : Scalar.abs t ≤ 6) :
     Scalar.abs (decodeE2M1 (quantizeE2M1 t) - t) ≤ 1 := by
-  have := e2m1.abs_decode_encode_sub_le e2m1_wf (r := 0) (a := 2) (Std.le_refl _) (by grind)
+  have := e2m1.abs_decode_encode_sub_le (α := α) e2m1_wf (r := 0) (a := 2) (Std.le_refl _) (by grind)
     (fun k hk => e2m1_gap_le k hk) (by rw [e2m1_maxValue]; exact ht)
   have e : (0 * Scalar.abs t + 2) / 2 = (1 : α) := by grind
   rw [e] at this; exact this
+
+/-- **E2M1 error up to 7**: for `|t| ≤ 7` the encoded value is still within 1 of `t` (between 6
+and 7 it saturates to ±6). This is the range scale rules that clip below `7 s` need (e.g. the
+rule of `compressed-tensors`, which rounds `amax` to a power of two at E2M1's precision first;
+README). -/
+theorem quantizeE2M1_error_le_one_of_abs_le_seven {t : α} (ht : Scalar.abs t ≤ 7) :
+    Scalar.abs (decodeE2M1 (quantizeE2M1 t) - t) ≤ 1 := by
+  rcases lt_or_le' 6 (Scalar.abs t) with h6 | h6
+  · have hb := abs_le_iff'.mp ht
+    unfold decodeE2M1 quantizeE2M1
+    rcases lt_or_le' t 0 with hneg | hnn
+    · have hab : Scalar.abs t = -t := by rw [← abs_neg' t, abs_of_nonneg (by grind)]
+      rw [e2m1.decode_encode_of_le_neg e2m1_wf hneg (by rw [e2m1_maxValue]; grind), e2m1_maxValue]
+      rw [abs_le_iff']; constructor <;> grind
+    · have hab : Scalar.abs t = t := abs_of_nonneg hnn
+      rw [e2m1.decode_encode_of_le (t := t) e2m1_wf (by rw [e2m1_maxValue]; grind), e2m1_maxValue]
+      rw [abs_le_iff']; constructor <;> grind
+  · exact quantizeE2M1_error_le_one h6
 
 /-- **MXFP4 block error** (the seed's `quantizeMXFP4Block_error_le`): if every element satisfies
 the range hypothesis `|x i| ≤ 6 s`, every decoded element is within `s` of it. -/
@@ -44,6 +62,25 @@ theorem quantizeMXFP4Block_error_le (scale : E8M0) (values : Fin 32 → α)
     (by grind) (fun k hk => e2m1_gap_le k hk) scale values i (by rw [e2m1_maxValue]; exact hRange i)
   have e : (0 * Scalar.abs (values i) + 2 * E8M0.decode (α := α) scale) / 2 = E8M0.decode scale := by grind
   rw [e] at this; exact this
+
+/-- **MXFP4 block error up to `7 s`**: if every element satisfies `|x i| ≤ 7 s`, every decoded
+element is within `s` of it (elements in `(6 s, 7 s]` saturate to `±6 s`). -/
+theorem quantizeMXFP4Block_error_le_of_abs_le_seven (scale : E8M0) (values : Fin 32 → α)
+    (hRange : ∀ i, Scalar.abs (values i) ≤ 7 * E8M0.decode scale) (i : Fin 32) :
+    Scalar.abs ((quantizeMXFP4Block scale values).decode decodeE2M1 i - values i) ≤ E8M0.decode scale := by
+  have hs := E8M0.decode_pos (α := α) scale
+  have e2 : Scalar.abs (values i / E8M0.decode scale) = Scalar.abs (values i) / E8M0.decode scale :=
+    abs_div_of_pos' hs (values i)
+  have ht : Scalar.abs (values i / E8M0.decode scale) ≤ 7 := by
+    rw [e2]; exact (div_le_iff_le_mul' hs).mpr (by have := hRange i; grind)
+  have key := quantizeE2M1_error_le_one_of_abs_le_seven ht
+  show Scalar.abs (E8M0.decode scale * decodeE2M1 (α := α) (quantizeE2M1 (values i / E8M0.decode scale)) - values i) ≤ _
+  have e1 : E8M0.decode scale * decodeE2M1 (α := α) (quantizeE2M1 (values i / E8M0.decode scale)) - values i =
+      E8M0.decode scale * (decodeE2M1 (α := α) (quantizeE2M1 (values i / E8M0.decode scale)) - values i / E8M0.decode scale) := by
+    grind
+  rw [e1, abs_mul_of_nonneg_left' (Std.le_of_lt hs)]
+  have h3 := mul_le_mul_of_nonneg_left' key (Std.le_of_lt hs)
+  grind
 
 /-- **MXFP4 with the ceil rule**: every element within the block's scale, for every block whose
 elements fit the largest scale (`|x i| ≤ 6 · 2^127`). -/
@@ -81,10 +118,10 @@ theorem ocpFloor_code_e2m1 {amax : α} (h1 : 4 ≤ amax) (h2 : amax < 8) :
 /-- **The OCP floor rule breaks the MXFP4 bound**: for `(7.5, 0, …, 0)` it picks `s = 1`
 (`⌊log₂ 7.5⌋ − 2 = 0`), element 0 saturates to 6, and the error `3/2` exceeds `s`. -/
 theorem quantizeMXFP4_ocpFloor_counterexample :
-    E8M0.decode (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale = 1 ∧
-      (quantizeMXFP4 .ocpFloor (clipValues (α := α))).decode decodeE2M1 0 = 6 ∧
-      Scalar.abs ((quantizeMXFP4 .ocpFloor (clipValues (α := α))).decode decodeE2M1 0 -
-        clipValues 0) = 3 / 2 := by
+    E8M0.decode (α := α) (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale = 1 ∧
+      (quantizeMXFP4 .ocpFloor (clipValues (α := α))).decode (decodeE2M1 (α := α)) 0 = 6 ∧
+      Scalar.abs ((quantizeMXFP4 .ocpFloor (clipValues (α := α))).decode (decodeE2M1 (α := α)) 0 -
+        clipValues (α := α) 0) = 3 / 2 := by
   have hv0 : clipValues (α := α) 0 = 15 / 2 := by simp [clipValues]
   have hamax : Block.amax (clipValues (α := α)) = 15 / 2 := by
     have h1 := Block.le_amax (clipValues (α := α)) 0
@@ -96,15 +133,17 @@ theorem quantizeMXFP4_ocpFloor_counterexample :
     grind
   have hcode : ScaleRule.ocpFloor.code e2m1 (Block.amax (clipValues (α := α))) = 127 := by
     rw [hamax]; exact ocpFloor_code_e2m1 (by grind) (by grind)
-  have hs : E8M0.decode (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale = 1 := by
+  have hs : E8M0.decode (α := α) (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale = 1 := by
     show E8M0.scaleValue (ScaleRule.ocpFloor.code e2m1 (Block.amax (clipValues (α := α)))) = 1
     rw [hcode, E8M0.scaleValue_127]
-  have hel : (quantizeMXFP4 .ocpFloor (clipValues (α := α))).decode decodeE2M1 0 = 6 := by
-    show E8M0.decode (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale *
-      e2m1.decode (e2m1.encode (clipValues 0 / E8M0.decode (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale)) = 6
+  have hel : (quantizeMXFP4 .ocpFloor (clipValues (α := α))).decode (decodeE2M1 (α := α)) 0 = 6 := by
+    show E8M0.decode (α := α) (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale *
+      e2m1.decode (α := α) (e2m1.encode (clipValues (α := α) 0 /
+        E8M0.decode (α := α) (quantizeMXFP4 .ocpFloor (clipValues (α := α))).scale)) = 6
     rw [hs, hv0]
     have e : (15 / 2 : α) / 1 = 15 / 2 := by grind
-    rw [e, e2m1.decode_encode_of_le e2m1_wf (by rw [e2m1_maxValue]; grind), e2m1_maxValue]; grind
+    rw [e, e2m1.decode_encode_of_le (t := (15 / 2 : α)) e2m1_wf (by rw [e2m1_maxValue]; grind), e2m1_maxValue]
+    grind
   refine ⟨hs, hel, ?_⟩
   rw [hel, hv0]
   have e : (6 : α) - 15 / 2 = -(3 / 2) := by grind

@@ -120,7 +120,7 @@ theorem abs_vecMatMul_sub_right_le (x : Tensor α [n]) (w w' : Tensor α [n, m])
       finSum n (fun i => Scalar.abs (x i) * b i k) := by
   have := abs_vecMatMul_sub_le x x w w' (fun _ => 0) b
     (fun i => by rw [show x i - x i = 0 by grind, abs_of_nonneg (Std.le_refl _)]; exact Std.le_refl _) hb k
-  refine Std.le_trans this (Std.le_of_eq (finSum_congr (fun i => by grind)))
+  refine Std.le_trans this (finSum_le_finSum (fun i => by grind))
 
 /-- **MXFP8 activations × MXFP4 weights.** Activations quantized in blocks with element format
 `f` (E4M3 or E5M2; relative gaps at most one unit in the last place), weights in MXFP4, both
@@ -161,7 +161,7 @@ theorem vecMatMul_mxfp8e4m3_mxfp4_error_le (x : Tensor α [nb * 32]) (w : Tensor
   have hM : ((2 ^ e4m3.manBits : Nat) : α) = 8 := by rw [show 2 ^ e4m3.manBits = 8 by decide]; grind
   have hU : ((2 ^ e4m3.unitExp : Nat) : α) = 512 := by rw [show 2 ^ e4m3.unitExp = 512 by decide]; grind
   rw [hM, hU] at this
-  refine Std.le_trans this (Std.le_of_eq (finSum_congr (fun i => ?_)))
+  refine Std.le_trans this (finSum_le_finSum (fun i => ?_))
   grind
 
 end Ordered

@@ -30,7 +30,7 @@ variable {α : Type}
 
 /-- **Dividing by a perturbed normalizer**: if `(1 − δ) r ≤ r' ≤ (1 + δ) r` and
 `|x' − x| ≤ δ |x|`, then `|x'/r' − x/r| ≤ 2δ/(1 − δ) · |x/r|`. -/
-theorem abs_div_sub_div_le [OrderedScalarField α] {r r' x x' δ : α} (hr : 0 < r) (hδ : 0 ≤ δ)
+theorem abs_div_sub_div_le [OrderedScalarField α] {r r' x x' δ : α} (hr : 0 < r)
     (hδ1 : δ < 1) (hlo : (1 - δ) * r ≤ r') (hhi : r' ≤ (1 + δ) * r)
     (hx : Scalar.abs (x' - x) ≤ δ * Scalar.abs x) :
     Scalar.abs (x' / r' - x / r) ≤ 2 * δ / (1 - δ) * Scalar.abs (x / r) := by
@@ -82,7 +82,7 @@ theorem sqrt_mul_self_mul {k Q : α} (hk : 0 ≤ k) (hQ : 0 ≤ Q) :
 
 /-- A relative perturbation of at most `δ` moves the sum of squares by at most the factors
 `(1 ∓ δ)²`. -/
-theorem sumSq_perturb {δ : α} (hδ : 0 ≤ δ) (hδ1 : δ < 1) {n : Nat} (x x' : Fin n → α)
+theorem sumSq_perturb {δ : α} (hδ1 : δ < 1) {n : Nat} (x x' : Fin n → α)
     (hx : ∀ k, Scalar.abs (x' k - x k) ≤ δ * Scalar.abs (x k)) :
     (1 - δ) * (1 - δ) * finSum n (fun k => x k * x k) ≤ finSum n (fun k => x' k * x' k) ∧
       finSum n (fun k => x' k * x' k) ≤ (1 + δ) * (1 + δ) * finSum n (fun k => x k * x k) := by
@@ -141,7 +141,7 @@ theorem rmsNormVec_rel_perturb_le {eps δ : α} (heps : 0 < eps) (hδ : 0 ≤ δ
   rw [Tensor.rmsNormVec_apply, Tensor.rmsNormVec_apply]
   have hn : (0 : α) < (n : α) := natCast_pos' (by have := j.isLt; omega)
   have hnne : (n : α) ≠ 0 := by grind
-  obtain ⟨hlo, hhi⟩ := sumSq_perturb hδ hδ1 x x' hx
+  obtain ⟨hlo, hhi⟩ := sumSq_perturb hδ1 x x' hx
   have hS := finSum_nonneg (fun k => mul_self_nonneg'' (x k))
   have hlo' := div_le_div_of_le_right' hn hlo
   have hhi' := div_le_div_of_le_right' hn hhi
@@ -155,7 +155,7 @@ theorem rmsNormVec_rel_perturb_le {eps δ : α} (heps : 0 < eps) (hδ : 0 ≤ δ
     have := (le_div_iff_mul_le' hn).mpr (show 0 * (n : α) ≤ finSum n (fun k => x k * x k) by grind)
     grind
   obtain ⟨r1, r2⟩ := sqrt_perturb (Std.le_of_lt hQ) hδ hδ1 q1 q2
-  have key := abs_div_sub_div_le (sqrt_pos hQ) hδ hδ1 r1 r2 (hx j)
+  have key := abs_div_sub_div_le (sqrt_pos hQ) hδ1 r1 r2 (hx j)
   have e : x' j / Scalar.sqrt (finSum n (fun k => x' k * x' k) / (n : α) + eps) * g j -
       x j / Scalar.sqrt (finSum n (fun k => x k * x k) / (n : α) + eps) * g j =
       (x' j / Scalar.sqrt (finSum n (fun k => x' k * x' k) / (n : α) + eps) -
@@ -171,11 +171,11 @@ theorem l2NormVec_rel_perturb_le {eps δ : α} (heps : 0 < eps) (hδ : 0 ≤ δ)
     Scalar.abs (Tensor.l2NormVec eps x' j - Tensor.l2NormVec eps x j) ≤
       2 * δ / (1 - δ) * Scalar.abs (Tensor.l2NormVec eps x j) := by
   rw [Tensor.l2NormVec_apply, Tensor.l2NormVec_apply]
-  obtain ⟨hlo, hhi⟩ := sumSq_perturb hδ hδ1 x x' hx
+  obtain ⟨hlo, hhi⟩ := sumSq_perturb hδ1 x x' hx
   obtain ⟨q1, q2⟩ := add_eps_perturb (Std.le_of_lt heps) hδ hδ1 hlo hhi
   have hQ : 0 < finSum n (fun k => x k * x k) + eps := by
     have := finSum_nonneg (fun k => mul_self_nonneg'' (x k)); grind
   obtain ⟨r1, r2⟩ := sqrt_perturb (Std.le_of_lt hQ) hδ hδ1 q1 q2
-  exact abs_div_sub_div_le (sqrt_pos hQ) hδ hδ1 r1 r2 (hx j)
+  exact abs_div_sub_div_le (sqrt_pos hQ) hδ1 r1 r2 (hx j)
 
 end KimiK3.Rounding

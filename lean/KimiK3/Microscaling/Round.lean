@@ -108,7 +108,7 @@ theorem roundsPast_of_lt {t : α} {k : Nat} (h : midpoint v k < t) : roundsPast 
 theorem roundsPast_of_gt {t : α} {k : Nat} (h : t < midpoint v k) : roundsPast v t k = false := by
   cases hp : roundsPast v t k
   · rfl
-  · have := midpoint_le_of_roundsPast hp; exact absurd (Std.lt_of_lt_of_le h this) (Std.lt_irrefl)
+  · have := Std.lt_of_lt_of_le h (midpoint_le_of_roundsPast hp); grind
 
 /-- Rounding past is antitone in the midpoint index (midpoints increase). -/
 theorem roundsPast_antitone (hv : StrictMonoUpTo v N) (t : α) :
@@ -164,7 +164,7 @@ theorem roundIndex_midpoint (hv : StrictMonoUpTo v N) {k : Nat} (hk : k < N) :
     cases hp : roundsPast v (midpoint v k) k
     · rfl
     · have := (roundsPast_iff_lt (show k % 2 = 0 by omega)).mp hp
-      exact absurd this Std.lt_irrefl
+      grind
 
 /-- **Saturation**: at or above the largest value, `t` rounds to `N`. -/
 theorem roundIndex_of_le (hv : StrictMonoUpTo v N) {t : α} (h : v N ≤ t) : roundIndex v N t = N := by
@@ -189,9 +189,10 @@ theorem abs_roundIndex_sub_le (hv : StrictMonoUpTo v N) {r a t : α} (hr : 0 ≤
     rcases Nat.lt_or_ge (roundIndex v N t) N with hlt | hge
     · have hm := hhi hlt
       have hg := hgap _ hlt
-      have hvk : v (roundIndex v N t) ≤ t := Std.le_trans (Std.le_of_lt (left_lt_midpoint hv hlt)) hm
-      have := mul_le_mul_of_nonneg_left' hvk hr
-      unfold midpoint at hm; grind
+      rcases lt_or_le' t (v (roundIndex v N t)) with hbelow | hvk
+      · grind
+      · have := mul_le_mul_of_nonneg_left' hvk hr
+        unfold midpoint at hm; grind
     · rw [show roundIndex v N t = N by omega]; grind
   · -- `t` below the rounded value: at most half the gap below it
     rcases Nat.eq_zero_or_pos (roundIndex v N t) with h0' | hpos

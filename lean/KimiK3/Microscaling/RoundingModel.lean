@@ -52,9 +52,7 @@ theorem roundsTo_of_abs_sub_le {u x y : α} (hu : 0 ≤ u) (h : Scalar.abs (y - 
       rw [e2] at h; grind
     have hy : y = 0 := by have := abs_le_iff'.mp this; grind
     exact ⟨0, by rw [abs_of_nonneg (Std.le_refl _)]; exact hu, by rw [hy]; grind⟩
-  · have hax : 0 < Scalar.abs x := by
-      rcases abs_eq_or x with e | e <;> rw [e] <;>
-        (rcases lt_or_le' x 0 with h' | h' <;> grind)
+  · have hax : 0 < Scalar.abs x := abs_pos_of_ne_zero' hx
     refine ⟨(y - x) / x, ?_, by grind⟩
     have e : Scalar.abs ((y - x) / x) * Scalar.abs x = Scalar.abs (y - x) := by
       rw [← abs_mul']; congr 1; grind
@@ -66,7 +64,7 @@ theorem roundsTo_iff {u x y : α} (hu : 0 ≤ u) : RoundsTo u x y ↔ Scalar.abs
 
 /-- **Rounding a vector**: if every entry is rounded, `Σ (ŷ_i − y_i)² ≤ u² Σ y_i²`, so the relative
 2-norm error is at most `u`. -/
-theorem RoundsTo.sumSq_sub_le {u : α} (hu : 0 ≤ u) {n : Nat} {y y' : Fin n → α}
+theorem RoundsTo.sumSq_sub_le {u : α} {n : Nat} {y y' : Fin n → α}
     (h : ∀ i, RoundsTo u (y i) (y' i)) :
     finSum n (fun i => (y' i - y i) * (y' i - y i)) ≤ u * u * finSum n (fun i => y i * y i) := by
   rw [← finSum_mul_left]

@@ -35,8 +35,12 @@ theorem normalize_ratio_upper [OrderedScalarField α] {n : Nat} {w w' : Fin n �
   have p2 := mul_le_mul_of_nonneg_left' hW2 (mul_nonneg' hR0 (Std.le_of_lt (hw j)))
   have hne : finSum n w ≠ 0 := by grind
   have hne' : finSum n w' ≠ 0 := by grind
+  have e1 : w' j / finSum n w' * (finSum n w * finSum n w') = w' j * finSum n w := by grind
+  have e2 : R * R * (w j / finSum n w) * (finSum n w * finSum n w') = R * w j * (R * finSum n w') := by
+    grind
   have key : w' j / finSum n w' * (finSum n w * finSum n w') ≤
-      R * R * (w j / finSum n w) * (finSum n w * finSum n w') := by grind
+      R * R * (w j / finSum n w) * (finSum n w * finSum n w') := by
+    rw [e1, e2]; exact Std.le_trans p1 p2
   exact le_of_mul_le_mul_right' key (mul_pos' hW hW')
 
 /-- **Normalizing perturbed positive weights**: if every weight moves by at most a factor `R ≥ 1`,
