@@ -66,7 +66,12 @@ class BuildResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     wall_s: float = 0.0
     module_s: dict[str, float] = field(default_factory=dict)
+    module_rss_mb: dict[str, float] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
+
+    def peak_module(self) -> str:
+        """The built module whose Lean process used the most memory ("" when none was built)."""
+        return max(self.module_rss_mb, key=self.module_rss_mb.__getitem__, default="")
 
 
 def object_store() -> Path:
@@ -175,7 +180,7 @@ def _plain_check(tc: Toolchain, mod: Module, work: Path, olean: Path, ilean: Pat
     return leanrun.run(tc, args, cwd=work / "src", lean_path=[work / "out"])
 
 
-def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float]:
+def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float, float]:
     staged_src = work / "src" / mod.path
     staged_src.parent.mkdir(parents=True, exist_ok=True)
     staged_src.write_text(mod.text, encoding="utf-8")
@@ -196,7 +201,7 @@ def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) ->
             shutil.rmtree(tmp, ignore_errors=True)
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    return diags, ok, seconds
+    return diags, ok, seconds, result.peak_rss_mb
 
 
 def _say(msg: str, quiet: bool) -> None:
@@ -291,21 +296,22 @@ def _build_locked(
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
                 name = running.pop(fut)
-                diags, ok, seconds = fut.result()
+                diags, ok, seconds, rss_mb = fut.result()
                 result.module_s[name] = seconds
+                result.module_rss_mb[name] = rss_mb
                 result.diagnostics.extend(diags)
                 count = len(result.built) + len(failed) + 1
                 if ok:
                     _link_outputs(store / keys[name], work / "out", name)
                     done.add(name)
                     result.built.append(name)
-                    _say(f"[build] [{count}/{total}] {name} ({seconds:.1f} s)", quiet)
+                    _say(f"[build] [{count}/{total}] {name} ({seconds:.1f} s, {rss_mb / 1024:.1f} GB)", quiet)
                 else:
                     failed.add(name)
                     _say(f"[build] [{count}/{total}] {name} FAILED ({seconds:.1f} s)", quiet)
     result.failed = sorted(failed)
     result.wall_s = time.monotonic() - t0
-    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    result.peak_rss_mb = max(result.module_rss_mb.values(), default=0.0)
     result.diagnostics = warnings_fail(result.diagnostics)
     result.ok = not failed and not result.skipped and not any(d.severity == "error" for d in result.diagnostics)
     return result

@@ -80,9 +80,13 @@ def build_cmd(root: Path, jobs: int, quiet: bool) -> None:
     click.echo(
         f"build {status}: {len(result.built)} built, {len(result.cached)} up to date, "
         f"{len(result.failed)} failed, {len(result.skipped)} skipped in {result.wall_s:.1f} s "
-        f"({tc.kind} toolchain; peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB)"
+        f"({tc.kind} toolchain; peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB{_peak_where(result)})"
     )
     sys.exit(0 if result.ok else 1)
+
+
+def _peak_where(result: build_mod.BuildResult) -> str:
+    return f", {result.peak_module()}" if result.peak_module() else ""
 
 
 @main.command("export")

@@ -7,7 +7,9 @@ read; pickle (`torch.load`) is never used.
 
 Accepted name prefixes: `model.` (text-only) and `language_model.model.` /
 `language_model.lm_head.` (the released multimodal wrapper). `vision_tower.*` and
-`mm_projector.*` tensors are skipped: the vision tower is not implemented.
+`mm_projector.*` tensors (MoonViT-V2 and its projector) are left to `load_vision`, which reads
+them as strictly (through `adapter.vision_rules` for the spec parameters) when the config has a
+`vision_config`; `save_checkpoint` writes them when given the vision model.
 """
 
 import json
@@ -19,12 +21,13 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from pybridge import adapter
-from pybridge.config import K3Config, load_config
+from pybridge.config import K3Config, VisionConfig, load_config
 from pybridge.errors import CheckpointError
 from pybridge.model import KimiK3ForCausalLM
+from pybridge.moonvit import MoonViT
 
 INDEX_NAME = "model.safetensors.index.json"
-SKIPPED_PREFIXES = ("vision_tower.", "mm_projector.")
+VISION_PREFIXES = ("vision_tower.", "mm_projector.")
 MAX_LISTED = 20
 
 
@@ -51,8 +54,9 @@ def _shard_files(ckpt: Path) -> list[Path]:
     return paths
 
 
-def read_tensors(ckpt: Path) -> dict[str, torch.Tensor]:
-    """All tensors of all shards, keyed by canonical (text-only) name."""
+def read_tensors(ckpt: Path, vision: bool = False) -> dict[str, torch.Tensor]:
+    """All text tensors of all shards, keyed by canonical (text-only) name; with `vision`, all
+    `vision_tower.*` / `mm_projector.*` tensors instead."""
     tensors: dict[str, torch.Tensor] = {}
     where: dict[str, str] = {}
     for path in _shard_files(ckpt):
@@ -60,7 +64,7 @@ def read_tensors(ckpt: Path) -> dict[str, torch.Tensor]:
             with safe_open(str(path), framework="pt") as f:
                 for raw in f.keys():
                     name = _canonical(raw)
-                    if raw.startswith(SKIPPED_PREFIXES):
+                    if raw.startswith(VISION_PREFIXES) != vision:
                         continue
                     if name in tensors:
                         raise CheckpointError(f"tensor '{raw}' appears in both {where[name]} and {path.name}")
@@ -70,10 +74,10 @@ def read_tensors(ckpt: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def check_tensors(model: KimiK3ForCausalLM, tensors: dict[str, torch.Tensor]) -> None:
+def check_tensors(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
     """Strict comparison against the model's parameters; one error lists every problem."""
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    if model.config.tie_word_embeddings:
+    if isinstance(model, KimiK3ForCausalLM) and model.config.tie_word_embeddings:
         expected.pop("lm_head.weight")
     problems = [f"missing tensor '{k}' (expected shape {list(s)})" for k, s in expected.items() if k not in tensors]
     problems += [f"unexpected tensor '{k}' (shape {list(t.shape)})" for k, t in tensors.items() if k not in expected]
@@ -120,6 +124,38 @@ def load_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> tu
     return cfg, adapter.hub_to_spec(cfg, {k: v.to(dtype) for k, v in tensors.items()})
 
 
+def _vision_config(ckpt: Path) -> VisionConfig:
+    if not ckpt.is_dir():
+        raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
+    vision = load_config(ckpt / "config.json").vision
+    if vision is None:
+        raise CheckpointError(f"{ckpt / 'config.json'}: no vision_config, so the checkpoint has no vision tower to load")
+    return vision
+
+
+def load_vision(path: str | Path, dtype: torch.dtype = torch.float32) -> MoonViT:
+    """MoonViT-V2 and its projector from the checkpoint's `vision_tower.*` / `mm_projector.*`
+    tensors, strictly (every missing, unexpected, mis-shaped or non-finite tensor named)."""
+    ckpt = Path(path)
+    vision = _vision_config(ckpt)
+    with torch.device("meta"):
+        model = MoonViT(vision)
+    tensors = read_tensors(ckpt, vision=True)
+    check_tensors(model, tensors)
+    model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False, assign=True)
+    return model.eval()
+
+
+def load_vision_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
+    """The spec parameters (`adapter.vision_rules`) of the checkpoint's vision tower and projector."""
+    ckpt = Path(path)
+    vision = _vision_config(ckpt)
+    tensors = read_tensors(ckpt, vision=True)
+    with torch.device("meta"):
+        check_tensors(MoonViT(vision), tensors)
+    return adapter.vision_to_spec(vision, {k: v.to(dtype) for k, v in tensors.items()})
+
+
 def init_random_(model: KimiK3ForCausalLM, seed: int) -> KimiK3ForCausalLM:
     """Deterministic random weights with stable magnitudes (for tests and the CLI demo).
     Norm scales are near 1, A_log = log(U(1, 16)) as in the hub init, selection biases small."""
@@ -146,15 +182,19 @@ def random_model(cfg: K3Config, seed: int = 0, dtype: torch.dtype = torch.float3
 
 
 def save_checkpoint(
-    model: KimiK3ForCausalLM, config_path: str | Path, out_dir: str | Path, num_shards: int = 2
+    model: KimiK3ForCausalLM, config_path: str | Path, out_dir: str | Path, num_shards: int = 2,
+    vision: MoonViT | None = None,
 ) -> Path:
-    """Write config.json (copied verbatim) + `num_shards` safetensors shards + index."""
+    """Write config.json (copied verbatim) + `num_shards` safetensors shards + index; with
+    `vision`, its `vision_tower.*` / `mm_projector.*` tensors too."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(Path(config_path).read_text(encoding="utf-8"), encoding="utf-8")
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight")
+    if vision is not None:
+        state.update({k: v.detach().contiguous() for k, v in vision.state_dict().items()})
     names = list(state)
     per = math.ceil(len(names) / num_shards)
     weight_map = {}

@@ -7,6 +7,7 @@ first build checks every module for real, whatever earlier runs left in the user
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -66,14 +67,19 @@ def tc() -> toolchain.Toolchain:
 
 @pytest.fixture(scope="session")
 def library_build(tc: toolchain.Toolchain) -> build.BuildResult:
-    """The session's first, full build of the repository's library; records its wall time."""
+    """The session's first, full build of the repository's library; records its wall time, and
+    each module's seconds and peak memory (`build/lean-build-modules.json`)."""
     result = build.build(REPO, tc, jobs=2)
     out = REPO / "build"
     out.mkdir(exist_ok=True)
+    peak = f", {result.peak_module()}" if result.peak_module() else ""
     (out / "lean-build-time.txt").write_text(
         f"{result.wall_s:.1f} s for {len(result.built)} modules "
-        f"({tc.kind} toolchain, peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB)\n"
+        f"({tc.kind} toolchain, peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB{peak})\n"
     )
+    rows = {name: {"seconds": round(s, 1), "peak_gb": round(result.module_rss_mb.get(name, 0.0) / 1024, 2)}
+            for name, s in sorted(result.module_s.items(), key=lambda kv: -kv[1])}
+    (out / "lean-build-modules.json").write_text(json.dumps(rows, indent=1) + "\n")
     return result
 
 

@@ -193,3 +193,19 @@ def test_lean_slots_rejects_bad_count(monkeypatch):
     monkeypatch.setenv("K3SPEC_LEAN_SLOTS", "zero")
     with pytest.raises(ValueError, match="K3SPEC_LEAN_SLOTS"):
         leanrun.slot_count()
+
+
+def test_lean_result_reports_each_process_own_peak_memory() -> None:
+    """`_run_process` reports a process's own peak memory: a large process reads about its
+    size, and a small one started by this (large) test process reads its own small figure, not
+    this process's size or the largest child's so far."""
+    big = [sys.executable, "-c", "import time; b = bytearray(1024 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1)"]
+    small = [sys.executable, "-c", "import time; time.sleep(1)"]
+    env = dict(os.environ)
+    big_mb = leanrun._run_process(big, Path.cwd(), env, offline=False, echo=False).peak_rss_mb
+    small_mb = leanrun._run_process(small, Path.cwd(), env, offline=False, echo=True).peak_rss_mb
+    assert 1024 < big_mb < 1024 + 200
+    assert 0 < small_mb < 100
+    failing = [sys.executable, "-c", "raise SystemExit(3)"]
+    for echo in (False, True):
+        assert leanrun._run_process(failing, Path.cwd(), env, offline=False, echo=echo).returncode == 3

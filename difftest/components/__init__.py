@@ -17,12 +17,13 @@ from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
+from difftest.components.speculative import SpeculativeStepComponent
 
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
-        AttnResComponent(), DecoderStepComponent(),
+        AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(),
     )
 }
 
