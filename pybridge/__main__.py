@@ -50,12 +50,14 @@ def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, 
 @click.option("--out", required=True, help="Output directory.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--shards", default=2, show_default=True, type=click.IntRange(min=1))
-def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -> None:
+@click.option("--quantize", type=click.Choice(["none", "mxfp4"]), default="none", show_default=True,
+              help="mxfp4: routed experts as released (compressed-tensors mxfp4-pack-quantized).")
+def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int, quantize: str) -> None:
     """Write a random checkpoint (config.json + safetensors shards + index)."""
     from pybridge.checkpoint import random_model, save_checkpoint
     from pybridge.config import load_config
 
-    model = random_model(load_config(config_path), seed)
+    model = random_model(load_config(config_path), seed, quantize=None if quantize == "none" else quantize)
     click.echo(str(save_checkpoint(model, config_path, out, shards)))
 
 
