@@ -224,10 +224,15 @@ def mla_rules(cfg: K3Config) -> list[Rule]:
     ]
 
 
-def expert_rules(dim: int, hidden: int, names: tuple[str, str, str] = ("w1", "w3", "w2"), prefix: str = "") -> list[Rule]:
+def expert_rules(dim: int, hidden: int, names: tuple[str, str, str] = ("w1", "w3", "w2"), prefix: str = "",
+                 quantized: bool = False) -> list[Rule]:
     """A SiTU expert (spec `Expert`: gateWeight, upWeight, downWeight) ↔ hub gate/up/down Linear
-    weights (`w1`/`w3`/`w2` for a routed expert, `gate_proj`/`up_proj`/`down_proj` for an MLP)."""
+    weights (`w1`/`w3`/`w2` for a routed expert, `gate_proj`/`up_proj`/`down_proj` for an MLP);
+    `quantized`: MXFP4 layers (`mxfp4_linear`)."""
     gate, up, down = names
+    if quantized:
+        return [mxfp4_linear(gate, f"{prefix}gateWeight", dim, hidden), mxfp4_linear(up, f"{prefix}upWeight", dim, hidden),
+                mxfp4_linear(down, f"{prefix}downWeight", hidden, dim)]
     return [
         linear(f"{gate}.weight", f"{prefix}gateWeight", dim, (hidden,)),
         linear(f"{up}.weight", f"{prefix}upWeight", dim, (hidden,)),

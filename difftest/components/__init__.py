@@ -16,13 +16,14 @@ from difftest.components.base import Component, ErrorModel, LowpCheck
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
+from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
-        AttnResComponent(), DecoderStepComponent(),
+        AttnResComponent(), DecoderStepComponent(), MXFP4ExpertComponent(),
     )
 }
 
