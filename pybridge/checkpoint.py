@@ -120,13 +120,16 @@ def check_tensors(model: KimiK3ForCausalLM, tensors: dict[str, torch.Tensor], wh
     expected = {k: tuple(v.shape) for k, v in state.items()}
     if model.config.tie_word_embeddings:
         expected.pop("lm_head.weight")
+    packed = [k for k in tensors if k.endswith(PACKED) and k not in expected]
+    if packed and not any(v.dtype == torch.uint8 for v in state.values()):
+        raise CheckpointError(f"tensor '{packed[0]}' (in {where.get(packed[0], '?')}) and {len(packed) - 1} more are "
+                              f"MXFP4-packed, but config.json declares no quantization_config with format '{mxfp4.FORMAT}'")
     problems, covered = _quantized_problems(expected, tensors, where)
     problems += [f"missing tensor '{k}' (expected shape {list(s)})" for k, s in expected.items()
                  if k not in tensors and k not in covered]
 
     def unexpected(k: str, t: torch.Tensor) -> str:
-        hint = (" (MXFP4-packed: config.json declares no quantization_config with format "
-                f"'{mxfp4.FORMAT}', or this is not a routed expert)") if k.endswith((PACKED, SCALE)) else ""
+        hint = " (MXFP4-packed, but only routed experts are)" if k.endswith((PACKED, SCALE)) else ""
         return f"unexpected tensor '{k}' (shape {list(t.shape)}{', in ' + where[k] if k in where else ''}){hint}"
 
     problems += [unexpected(k, t) for k, t in tensors.items() if k not in expected]
