@@ -83,14 +83,25 @@ def read_located(ckpt: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     return tensors, where
 
 
-def is_quantized(ckpt: Path) -> bool:
+def is_quantized(ckpt: Path, cfg: K3Config) -> bool:
     """Whether `ckpt/config.json` declares MXFP4 weights (`quantization_config`, `pybridge.mxfp4`);
-    any other quantization is a `ConfigError` naming the field."""
+    any other quantization, or expert widths that are not whole MX groups, is a `ConfigError`
+    naming the field."""
     path = ckpt / "config.json"
     problems = mxfp4.config_problems(json.loads(path.read_text(encoding="utf-8")))
     if problems:
         raise ConfigError(f"{path}: " + "; ".join(problems))
+    if problems is not None:
+        check_mxfp4_widths(cfg, f"{path}: ")
     return problems is not None
+
+
+def check_mxfp4_widths(cfg: K3Config, where: str = "") -> None:
+    """MXFP4 routed experts need their input widths (latent and hidden) in whole groups of 32."""
+    bad = {k: getattr(cfg, k) for k in ("routed_expert_hidden_size", "moe_intermediate_size") if getattr(cfg, k) % mxfp4.GROUP}
+    if bad:
+        raise ConfigError(where + "MXFP4 routed experts need " + " and ".join(f"field '{k}' ({v})" for k, v in bad.items())
+                          + f" to be multiples of the MX group {mxfp4.GROUP}")
 
 
 PACKED, SCALE = ".weight_packed", ".weight_scale"
@@ -159,7 +170,7 @@ def load_checkpoint(path: str | Path, dtype: torch.dtype = torch.float32) -> Kim
     if not ckpt.is_dir():
         raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
     cfg = load_config(ckpt / "config.json")
-    quantized = is_quantized(ckpt)
+    quantized = is_quantized(ckpt, cfg)
     with torch.device("meta"):
         model = KimiK3ForCausalLM(cfg)
     if quantized:
@@ -179,7 +190,7 @@ def load_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> tu
     if not ckpt.is_dir():
         raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
     cfg = load_config(ckpt / "config.json")
-    quantized = is_quantized(ckpt)
+    quantized = is_quantized(ckpt, cfg)
     tensors, where = read_located(ckpt)
     with torch.device("meta"):
         model = KimiK3ForCausalLM(cfg)
@@ -220,11 +231,7 @@ def random_model(cfg: K3Config, seed: int = 0, dtype: torch.dtype = torch.float3
     released (`moe.quantize_experts_`; their widths must be multiples of 32)."""
     model = init_random_(KimiK3ForCausalLM(cfg), seed)
     if quantize == "mxfp4":
-        bad = {k: getattr(cfg, k) for k in ("routed_expert_hidden_size", "moe_intermediate_size")
-               if getattr(cfg, k) % mxfp4.GROUP}
-        if bad:
-            raise ConfigError("MXFP4 routed experts need " + " and ".join(f"field '{k}' ({v})" for k, v in bad.items())
-                              + f" to be multiples of the MX group {mxfp4.GROUP}")
+        check_mxfp4_widths(cfg)
         moe.quantize_experts_(model)
     elif quantize is not None:
         raise ConfigError(f"unknown quantization {quantize!r} (known: mxfp4)")

@@ -305,6 +305,15 @@ def test_cli_mxfp4_checkpoint_generates(tmp_path):
     assert bad.returncode == 2 and "routed_expert_hidden_size" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_mxfp4_config_with_misaligned_expert_widths_is_named(mx_dir, tmp_path):
+    d = copy_of(mx_dir, tmp_path / "mis")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps(dict(cfg, routed_expert_hidden_size=48)))
+    for load in (load_checkpoint, load_spec_params):
+        with pytest.raises(ConfigError, match=r"config\.json: MXFP4 routed experts need field 'routed_expert_hidden_size' \(48\)"):
+            load(d)
+
+
 MX_PACKED = [k for k in random_model(load_config(TINY_MX), seed=0, quantize="mxfp4").state_dict()
              if k.endswith(".weight_packed")]
 MX_MUTATIONS = ["scale_shape", "odd_packed", "nan_scale", "drop_scale", "packed_dtype", "no_quantization_config",

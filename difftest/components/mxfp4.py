@@ -23,6 +23,7 @@ full-precision expert is within the proved bound (`errorBound`, below).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -84,7 +85,8 @@ def error_bound(x_nd: np.ndarray, q: dict[str, Quantized], down_io: np.ndarray, 
     return gate_cap * up_cap * q["downWeight"].scale_io.sum(0)[None, :] + hidden @ np.abs(down_io)
 
 
-def blocks(rng: np.random.Generator, w_io: np.ndarray, exps: np.ndarray, body) -> np.ndarray:
+def blocks(rng: np.random.Generator, w_io: np.ndarray, exps: np.ndarray,
+           body: Callable[[np.random.Generator], np.ndarray]) -> np.ndarray:
     """`w_io` with every block (32 rows of one column) replaced by `body(rng) · 2^exps[b, k]`
     (`body` gives 32 values in units of the block's scale)."""
     out = w_io.copy()
@@ -110,6 +112,34 @@ def max_block(rng: np.random.Generator) -> np.ndarray:
     return v
 
 
+def extreme(rng: np.random.Generator, w_io: np.ndarray, name: str) -> np.ndarray:
+    """`w_io` rescaled block by block to the maximum 6·2^(c−127) of a random extreme code c:
+    0…3 or 251…254 in alternate columns of the gate and up weights (opposite ones), 251…254 in
+    the down weight (so the outputs stay of moderate size)."""
+    nb, out = w_io.shape[0] // BLOCK, w_io.shape[1]
+    low = (np.arange(out) % 2 == (0 if name == "gateWeight" else 1)) & (name != "downWeight")
+    codes = np.where(low, rng.integers(0, 4, (nb, out)), rng.integers(251, 255, (nb, out)))
+    u = w_io.reshape(nb, BLOCK, out)
+    return (u / np.abs(u).max(1, keepdims=True) * COVER[codes][:, None, :]).reshape(w_io.shape)
+
+
+def saturated(rng: np.random.Generator, d: int, h: int, n: int) -> dict[str, np.ndarray]:
+    """SiTU saturated at ±c_g c_u with exactly representable gate and up weights (all +6·2^-4 and
+    ±6·2^-1 per column; tokens of equal positive entries): every hidden unit is ±100. Each down
+    block is 0.25·s at every entry (the tie that rounds to 0: error s/4) but one 6·s, signed as
+    its hidden unit, so the error terms add up: the bound's first term is nearly attained
+    (error/bound about 0.1, against about 1e-3 for the other kinds)."""
+    sign_h = rng.choice([-1.0, 1.0], h)
+    gate = np.full((d, h), 6.0 * 2.0**-4)
+    up = np.full((d, h), 6.0 * 2.0**-1) * sign_h
+    down = np.ldexp(0.25 * np.ones((h, d)), rng.integers(-6, -3, (h // BLOCK, d)).repeat(BLOCK, 0))
+    for b in range(h // BLOCK):
+        top = b * BLOCK + rng.integers(BLOCK, size=d)
+        down[top, np.arange(d)] *= 24.0  # 6·s
+    x = np.ones((n, d)) * np.linspace(1.0, 1.5, n)[:, None]
+    return {"gateWeight": gate, "upWeight": up, "downWeight": down * sign_h[:, None], "x": x}
+
+
 class MXFP4ExpertComponent(ExpertComponent):
     name = "mxfp4_expert"
     summary = ("SiTU expert with MXFP4 weights (ceil rule, ties to even) on N tokens: checkpoint bytes exact, "
@@ -121,6 +151,8 @@ class MXFP4ExpertComponent(ExpertComponent):
         "zero_block": "Gaussian weights with all-zero blocks (scale code 0, some −0.0 entries)",
         "extreme_scale": "block maxima 6·2^(c−127) at E8M0 codes 0…3 and 251…254 (float64 only: "
                          "outside float32's range, so no low-precision checks)",
+        "saturated": "SiTU saturated at ±c_g·c_u and down weights at the s/4 tie, errors aligned: the "
+                     "proved bound nearly attained (error/bound ≈ 0.1)",
     }
     default_sizes = {"d": 64, "h": 32, "N": 3}
     graph_file = None
@@ -131,6 +163,8 @@ class MXFP4ExpertComponent(ExpertComponent):
         d, h, n = sizes["d"], sizes["h"], sizes["N"]
         if d % BLOCK or h % BLOCK:
             raise ValueError(f"the MXFP4 expert needs d and h multiples of {BLOCK}, got d={d}, h={h}")
+        if kind == "saturated":
+            return saturated(rng, d, h, n)
         w = situ_weights(rng, d, h, d, (), 1.0)
         t = {"gateWeight": w["gate"], "upWeight": w["up"], "downWeight": w["down"]}
         if kind in ("midpoint", "max_block"):
@@ -144,15 +178,7 @@ class MXFP4ExpertComponent(ExpertComponent):
                 t[name][1:BLOCK:5, col] = -0.0
         elif kind == "extreme_scale":
             for name in ("gateWeight", "upWeight", "downWeight"):
-                shape = t[name].shape
-                low = np.arange(shape[1]) % 2 == (0 if name == "gateWeight" else 1)
-                codes = np.where(low, rng.integers(0, 4, shape), rng.integers(251, 255, shape))
-                if name == "downWeight":
-                    codes = rng.integers(251, 255, shape)
-                for b in range(shape[0] // BLOCK):
-                    rows = slice(b * BLOCK, (b + 1) * BLOCK)
-                    u = t[name][rows]
-                    t[name][rows] = u / np.abs(u).max(0) * COVER[codes[b * BLOCK]]
+                t[name] = extreme(rng, t[name], name)
         return {**t, "x": gaussian(rng, (n, d), 2.0)}
 
     def shrink_sizes(self, sizes):
