@@ -81,8 +81,8 @@ def config_problems(raw: dict) -> list[str] | None:
     if not isinstance(q, dict):
         return [f"field 'quantization_config' must be an object, got {type(q).__name__}"]
     if q.get("format") != FORMAT:
-        return [f"field 'quantization_config.format' must be '{FORMAT}' (the only quantized format pybridge "
-                f"decodes), got {q.get('format')!r}"]
+        return [(f"field 'quantization_config.format' must be '{FORMAT}' (the only quantized format pybridge "
+                 f"decodes), got {q.get('format')!r}")]
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or set(groups) != {"group_0"} or not isinstance(groups["group_0"], dict):
         return ["field 'quantization_config.config_groups' must hold exactly one group, 'group_0'"]

@@ -285,7 +285,7 @@ def test_mxfp4_checkpoint_round_trip_and_generate(mx_dir):
                                          original.state_dict()[base + ".weight_scale"], torch.float32))
     prompt = torch.tensor([[1, 2, 3]])
     assert torch.equal(loaded.generate(prompt, 8), dense.generate(prompt, 8))
-    cfg, spec = load_spec_params(mx_dir)
+    _, spec = load_spec_params(mx_dir)
     hub = original.state_dict()
     want = mxfp4.dequantize(hub["model.layers.2.block_sparse_moe.experts.4.w2.weight_packed"],
                             hub["model.layers.2.block_sparse_moe.experts.4.w2.weight_scale"]).T

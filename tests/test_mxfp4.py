@@ -14,8 +14,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from difftest import numpy_ref as ref
 from difftest.components import COMPONENTS
-from difftest.components.mxfp4 import quantize_np
+from difftest.components.mxfp4 import WEIGHTS as NAMES
+from difftest.components.mxfp4 import error_bound, quantize_np
 from pybridge import mxfp4
 
 torch.set_num_threads(1)
@@ -139,9 +141,6 @@ def test_config_reader_names_each_bad_field() -> None:
 def test_the_bound_check_can_fail() -> None:
     """An implementation whose error is the proved bound ×1.01 fails the check; ×0.99 passes; the
     check names the theorem it evaluates."""
-    from difftest.components.mxfp4 import WEIGHTS as NAMES, error_bound
-    from difftest import numpy_ref as ref
-
     comp = COMPONENTS["mxfp4_expert"]
     case = comp.make_case(0, "random", seed=3)
     t, cfg = case.tensors, comp.own_config()
