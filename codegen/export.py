@@ -10,11 +10,17 @@ Entries that need the same modules share one Lean run; runs go in parallel up to
 
 `--check` exports into a temporary folder and compares byte by byte with the committed files,
 naming every file that differs, is missing, or is not in the manifest.
+
+A run's validated documents are kept in `exports/<key>/` beside the object store, keyed by the
+generated Lean file (bundle, terms), the toolchain, the schema and this code; a second export of
+the same sources reads them back without a Lean run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import tempfile
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +29,9 @@ from pathlib import Path
 
 import jinja2
 import jsonschema
+
+from k3spec import toolchain
+from k3spec.build import object_store
 
 from .bundle import EvaluationError, bundle, dependency_order, run_lean
 
@@ -142,7 +151,35 @@ def text_of(doc: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def export_key(root: Path, entries: list[Entry]) -> str:
+    """What one Lean run's documents depend on: the generated file (with a fixed output folder),
+    the toolchain, the schema and this code."""
+    h = hashlib.sha256()
+    for part in (render(root, entries, Path("/k3spec-export")), toolchain.find().identity,
+                 (root / SCHEMA_PATH).read_text(encoding="utf-8"), Path(__file__).read_text(encoding="utf-8")):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
 def _run_group(root: Path, entries: list[Entry], schema: dict) -> dict[str, str]:
+    kept = object_store().parent / "exports" / export_key(root, entries)
+    if kept.is_dir():
+        return {e.name: (kept / f"{e.name}.json").read_text(encoding="utf-8") for e in entries}
+    texts = _export_group(root, entries, schema)
+    tmp = kept.with_name(kept.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name, text in texts.items():
+        (tmp / f"{name}.json").write_text(text, encoding="utf-8")
+    try:
+        tmp.rename(kept)
+    except OSError:  # another export stored the same run first: same key, same documents
+        shutil.rmtree(tmp, ignore_errors=True)
+    return texts
+
+
+def _export_group(root: Path, entries: list[Entry], schema: dict) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="k3spec-export-", dir="/tmp") as tmp:
         source = render(root, entries, Path(tmp))
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import shutil
 import struct
@@ -13,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from codegen.bundle import EvaluationError, bundle, dependency_order, strip_header
-from codegen.export import ExportError, load_manifest, load_schema, render, stale, validate
+import codegen.export
+from codegen.export import ExportError, export, export_key, load_manifest, load_schema, render, stale, validate
 from k3spec.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +85,28 @@ def test_render_writes_every_entry_to_a_file(tmp_path: Path) -> None:
     for e in entries:
         assert f'#eval! IO.FS.writeFile "{tmp_path / (e.name + ".json")}"' in text
     assert 'KimiK3.Model.toJson "rms_mlp" (KimiK3.Examples.rmsMlp 1e-6 2 4 : KimiK3.Model Float)' in text
+
+
+def test_export_key_covers_the_terms_and_the_library(tmp_path: Path) -> None:
+    entries = load_manifest(ROOT).select(("linear_softmax",))
+    key = export_key(ROOT, entries)
+    assert export_key(ROOT, entries) == key
+    changed = [dataclasses.replace(entries[0], expr="KimiK3.Examples.linearSoftmax 4 2")]
+    assert export_key(ROOT, changed) != key
+    for name in ("lean", "codegen", "fixtures"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    examples = tmp_path / "lean" / "KimiK3" / "Core" / "Examples.lean"
+    examples.write_text(examples.read_text() + "\n/-- A definition the old key did not see. -/\ndef extra : Nat := 1\n")
+    assert export_key(tmp_path, entries) != key
+
+
+@pytest.mark.lean
+def test_a_second_export_of_the_same_sources_runs_no_lean(fresh_exports: dict[str, str], monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the export ran Lean for sources it had exported")
+
+    monkeypatch.setattr(codegen.export, "run_lean", refuse)
+    assert export(ROOT) == fresh_exports
 
 
 @pytest.mark.parametrize("path", sorted(GRAPHS.glob("*.json")), ids=lambda p: p.stem)
