@@ -77,7 +77,10 @@ class MXFP4Linear(nn.Module):
     """A bias-free linear layer with an MXFP4 weight `[out, in]`: buffers `weight_packed`
     (uint8 `[out, in/2]`) and `weight_scale` (uint8 E8M0 `[out, in/32]`), the checkpoint's
     tensors. `forward` dequantizes exactly (`mxfp4.dequantize`, rounded once to the input's
-    dtype), then multiplies."""
+    dtype), then multiplies; with `blockwise`, it multiplies block by block and scales each
+    block's sum (`mxfp4.blockwise_linear`, the blockwise-kernel form)."""
+
+    blockwise: bool = False
 
     def __init__(self, in_features: int, out_features: int) -> None:
         super().__init__()
@@ -95,6 +98,8 @@ class MXFP4Linear(nn.Module):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.blockwise:
+            return mxfp4.blockwise_linear(x, self.weight_packed, self.weight_scale)
         return F.linear(x, mxfp4.dequantize(self.weight_packed, self.weight_scale, x.dtype))
 
 
@@ -111,6 +116,12 @@ class MXFP4SituExpert(nn.Module):
     def forward(self, z_nl: torch.Tensor) -> torch.Tensor:
         z = z_nl.to(compute_dtype(z_nl.dtype))
         return self.w2(situ(self.w1(z), self.w3(z), *self.caps)).to(z_nl.dtype)
+
+    def set_blockwise(self, on: bool) -> MXFP4SituExpert:
+        """Use the blockwise products (`MXFP4Linear.blockwise`) or dequantize-then-matmul."""
+        for layer in (self.w1, self.w2, self.w3):
+            layer.blockwise = on
+        return self
 
 
 def _latent_moes(model: nn.Module) -> list[LatentMoE]:

@@ -185,6 +185,17 @@ def dequantize(packed: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = t
     return (values * expand_scales(decode_scales(scale))).to(dtype)
 
 
+def blockwise_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """`x @ dequantize(packed, scale).T` block by block, in `x`'s dtype: per output o and group g the
+    dot product of x's group with the E2M1 values, times the group's scale, summed over groups
+    (Lean `Block.dot_eq_scale_mul_sum`, the factorization blockwise MX kernels use). Its plain
+    reference is dequantize-then-matmul (`dequantize`); the two agree up to the summation order."""
+    out, groups = scale.shape
+    values = _e2m1_table(packed.device)[unpack_codes(packed).to(torch.int64)].to(x.dtype).view(out, groups, GROUP)
+    partial = torch.einsum("...gk,ogk->...og", x.reshape(*x.shape[:-1], groups, GROUP), values)
+    return (partial * decode_scales(scale).to(x.dtype)).sum(-1)
+
+
 def quantize(w_oi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(`weight_packed`, `weight_scale`) of a weight `[out, in]` (in a multiple of 32), ceil rule."""
     out, n = w_oi.shape

@@ -161,3 +161,16 @@ def test_the_saturated_kind_comes_within_a_factor_ten_of_the_bound() -> None:
     case = comp.make_case(0, "saturated", seed=0)
     (check,) = comp.bound_checks(case, {"numpy": comp.numpy_outputs(case)})
     assert check.passed and 0.05 < check.err < 1.0
+
+
+def test_blockwise_products_equal_dequantize_then_matmul() -> None:
+    """The blockwise form (`blockwise_linear`, Lean `dot_eq_scale_mul_sum`) against its plain
+    reference: bit for bit where every product and sum is exact (small dyadic tokens), and within
+    float64 rounding on Gaussian ones."""
+    gen = torch.Generator().manual_seed(2)
+    packed, scale = mxfp4.quantize(torch.randn(16, 96, generator=gen, dtype=torch.float64))
+    w = mxfp4.dequantize(packed, scale)
+    x_exact = torch.randint(-8, 9, (5, 96), generator=gen).to(torch.float64) / 4
+    assert torch.equal(mxfp4.blockwise_linear(x_exact, packed, scale), x_exact @ w.T)
+    x = torch.randn(5, 96, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(mxfp4.blockwise_linear(x, packed, scale), x @ w.T, rtol=1e-14, atol=1e-14)

@@ -26,7 +26,8 @@ def test_lean_leg_agrees_and_is_within_the_bound(lean_run) -> None:
     assert lean_run.lean_record["ran"] == 2
     pairs = {(c.kind, c.impl, c.ref) for r in lean_run.results for c in r.comparisons}
     for kind in ("random", "midpoint"):
-        assert {(kind, "lean", "torch"), (kind, "lean", "numpy"), (kind, "lean", "bound")} <= pairs
+        assert {(kind, "lean", "torch"), (kind, "lean", "torch-blockwise"), (kind, "lean", "numpy"),
+                (kind, "lean", "bound")} <= pairs
 
 
 def test_a_scale_layout_bug_is_flagged_against_lean(lean_run, monkeypatch) -> None:

@@ -3,7 +3,8 @@
 Each leg quantizes the case's full-precision weights itself:
 * torch: pybridge (`pybridge.adapter`'s MXFP4 expert rules, i.e. `pybridge.mxfp4.quantize`, the
   quantizer `make-random-checkpoint --quantize mxfp4` uses) into `moe.MXFP4SituExpert`, which
-  dequantizes and multiplies;
+  dequantizes and multiplies (`torch`) or multiplies block by block and scales each block's sum
+  (`torch-blockwise`, `mxfp4.blockwise_linear`);
 * NumPy: difftest's own quantizer below — the ceil scale rule as the Lean definition states it
   (the first E8M0 code whose 6·s covers the block maximum, `ScaleRule.ceil`), E2M1
   round-to-nearest-even by `ml_dtypes`' cast, its own nibble packing and decode — then the NumPy
@@ -197,15 +198,19 @@ class MXFP4ExpertComponent(ExpertComponent):
         return load_module(moe.MXFP4SituExpert(d, h, cfg.situ_gate_cap, cfg.situ_up_cap), hub, dtype, device)
 
     def torch_outputs(self, case, dtype, device):
+        """`torch`: dequantize-then-matmul, with the checkpoint tensors it quantized;
+        `torch-blockwise`: the same tensors, block products scaled per block."""
         ex = self.module(case, dtype, device)
+        x = t64(case.tensors["x"]).to(device=device, dtype=dtype)
         with torch.no_grad():
-            y = ex(t64(case.tensors["x"]).to(device=device, dtype=dtype))
+            y = ex(x)
+            y_blockwise = ex.set_blockwise(True)(x)
         out = {"y": to_np(y)}
         for spec, hub in WEIGHTS:
             layer = getattr(ex, hub)
             out[f"{spec}.packed"] = layer.weight_packed.cpu().numpy().astype(np.float64)
             out[f"{spec}.scale"] = layer.weight_scale.cpu().numpy().astype(np.float64)
-        return {"torch": out}
+        return {"torch": out, "torch-blockwise": {"y": to_np(y_blockwise)}}
 
     def quantized(self, case: Case) -> dict[str, Quantized]:
         return {k: quantize_np(case.tensors[k]) for k, _ in WEIGHTS}
@@ -234,7 +239,8 @@ class MXFP4ExpertComponent(ExpertComponent):
             return []
         rc = rounded(case, dtype)
         want, model = self.numpy_outputs(rc)["y"], self.error_model(case.sizes)
-        return [LowpCheck("torch", "numpy", "y", self.torch_outputs(rc, dtype, device)["torch"]["y"], want, model)]
+        got = self.torch_outputs(rc, dtype, device)
+        return [LowpCheck(impl, "numpy", "y", got[impl]["y"], want, model) for impl in ("torch", "torch-blockwise")]
 
     # --- the proved bound ----------------------------------------------------------------------------
     def bound_checks(self, case: Case, f64: dict[str, dict[str, np.ndarray]]) -> list:
