@@ -7,6 +7,7 @@
     difftest replay build/difftest/summary.json   # rerun the exact inputs of each reported failure
     difftest list --impl fla-naive-recurrent      # what an implementation covers, and what not (why)
     difftest run --no-lean --impl my_pkg.k3:adapter   # an implementation as one more leg (difftest.adapters)
+    difftest checkpoint --checkpoint DIR --report build/ckpt   # a hub checkpoint, layer by layer (torchrun: sharded)
 """
 
 from __future__ import annotations
@@ -192,6 +193,45 @@ def replay_command(summary: Path, device: str, impls) -> None:
         click.echo(report.diff_text(r) if not r.passed else f"now passes: {r.case.label}")
     click.echo(f"replayed {len(doc.get('failures', []))} failure(s): {still} still fail")
     sys.exit(1 if still else 0)
+
+
+@main.command("checkpoint")
+@click.option("--checkpoint", "folder", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A hub-format checkpoint folder (config.json, safetensors shards, model.safetensors.index.json).")
+@click.option("--layers", default="all", show_default=True, help="0-based hub layers: all, or ids and ranges (0-3,92).")
+@click.option("--experts", default="routed", show_default=True,
+              help="Routed experts checked on their own: routed (those the sampled tokens route to), all, or ids (0-7,12).")
+@click.option("--expert-shards", default=1, show_default=True, type=click.IntRange(1, 4096),
+              help="Split each MoE layer's checked experts into this many units (ranks).")
+@click.option("--impl", "impls", multiple=True, metavar="SPEC", help=IMPL_HELP + " Used for kda_layer, mla, expert.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write summary.json and index.html (heat map of error / tolerance per layer) into DIR.")
+@click.option("--tokens", default=4, show_default=True, type=click.IntRange(1, 4096), help="Tokens per row.")
+@click.option("--rows", default=1, show_default=True, type=click.IntRange(1, 64), help="Rows (sequences).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the input generators.")
+@click.option("--kind", default="random", show_default=True, type=click.Choice(["random", "small", "large"]),
+              help="Input kind (difftest.inputs: unit scale, ×1e-3, ×1e3).")
+@click.option("--dtype", default="auto", show_default=True, type=click.Choice(["auto", *DTYPES]),
+              help="dtype of the torch layer (auto: the checkpoint's).")
+@click.option("--device", default="cpu", show_default=True, help="cpu or cuda (torchrun: each rank its LOCAL_RANK GPU).")
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds before a silent rank counts as lost (collectives and heartbeats).")
+def checkpoint_command(folder, layers, experts, expert_shards, impls, report_dir, tokens, rows, seed, kind, dtype, device,
+                       timeout_s) -> None:
+    """Verify a hub checkpoint layer by layer at its own dimensions (difftest/checkpoint.py); exit
+    status 1 when a layer fails or a rank is lost, 2 on bad input."""
+    from difftest.checkpoint import Options
+    from difftest.checkpoint_dist import verify
+    from pybridge.errors import K3Error
+
+    try:
+        code = verify(str(folder), layers, Options(tokens, rows, seed, kind, dtype, device, experts, expert_shards),
+                      _load_impls(impls), report_dir, timeout_s, _say)
+    except (K3Error, ValueError) as exc:  # bad input: one `Error:` line naming the file / tensor / option, status 2
+        err = click.ClickException(str(exc))
+        err.exit_code = 2
+        raise err from exc
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Command line: `python -m pybridge generate | make-random-checkpoint | check-config ...`.
+"""Command line: `python -m pybridge generate | make-random-checkpoint | make-random-draft | check-config ...`.
 
 Every K3Error (bad config field, bad tensor, corrupt shard, bad input) is printed as one
 `error: ...` message with exit status 2; no traceback."""
@@ -34,14 +34,27 @@ def cli() -> None:
 @click.option("--max-new-tokens", default=16, show_default=True, type=click.IntRange(min=0))
 @click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True)
 @click.option("--kda-impl", type=click.Choice(["auto", "chunk", "recurrent", "fla"]), default="auto", show_default=True)
-def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, kda_impl: str) -> None:
-    """Greedy generation; prints the new token ids, comma-separated."""
+@click.option("--speculative", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Draft this many tokens per step with the EAGLE-3 draft of --draft (0: serial decoding).")
+@click.option("--draft", "draft_dir", default=None, help="Draft checkpoint directory (make-random-draft).")
+def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, kda_impl: str, speculative: int,
+             draft_dir: str | None) -> None:
+    """Greedy generation; prints the new token ids, comma-separated (the same with --speculative)."""
     from pybridge.checkpoint import load_checkpoint
 
     ids = _parse_ids(prompt_ids)
     model = load_checkpoint(checkpoint, DTYPES[dtype])
     model.set_kda_impl(kda_impl)
-    new = model.generate(torch.tensor([ids]), max_new_tokens)
+    if speculative:
+        from pybridge.eagle import load_draft
+        from pybridge.speculative import EagleProposer, speculative_generate
+
+        if draft_dir is None:
+            raise InputError("--speculative needs --draft (a draft checkpoint directory)")
+        proposer = EagleProposer(model, load_draft(draft_dir, DTYPES[dtype]))
+        new = speculative_generate(model, proposer, torch.tensor([ids]), max_new_tokens, speculative)
+    else:
+        new = model.generate(torch.tensor([ids]), max_new_tokens)
     click.echo(",".join(str(t) for t in new[0].tolist()))
 
 
@@ -53,12 +66,27 @@ def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, 
 @click.option("--quantize", type=click.Choice(["none", "mxfp4"]), default="none", show_default=True,
               help="mxfp4: routed experts as released (compressed-tensors mxfp4-pack-quantized).")
 def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int, quantize: str) -> None:
-    """Write a random checkpoint (config.json + safetensors shards + index)."""
+    """Write a random checkpoint (config.json + safetensors shards + index; the vision tower and
+    projector too when the config has a vision_config)."""
     from pybridge.checkpoint import random_model, save_checkpoint
     from pybridge.config import load_config
+    from pybridge.moonvit import random_moonvit
 
-    model = random_model(load_config(config_path), seed, quantize=None if quantize == "none" else quantize)
-    click.echo(str(save_checkpoint(model, config_path, out, shards)))
+    cfg = load_config(config_path)
+    vision = random_moonvit(cfg.vision, seed, torch.float32) if cfg.vision is not None else None
+    model = random_model(cfg, seed, quantize=None if quantize == "none" else quantize)
+    click.echo(str(save_checkpoint(model, config_path, out, shards, vision)))
+
+
+@cli.command("make-random-draft")
+@click.option("--config", "config_path", required=True, help="Hub-format config.json with the draft's fields.")
+@click.option("--out", required=True, help="Output directory.")
+@click.option("--seed", default=0, show_default=True, type=int)
+def make_random_draft(config_path: str, out: str, seed: int) -> None:
+    """Write a random EAGLE-3 draft checkpoint (fusion fc = [0 0 I])."""
+    from pybridge.eagle import load_draft_config, random_draft, save_draft
+
+    click.echo(str(save_draft(random_draft(load_draft_config(config_path), seed), config_path, out)))
 
 
 @cli.command("check-config")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from pybridge import mxfp4
-from pybridge.config import K3Config
+from pybridge.config import K3Config, VisionConfig
 from pybridge.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -440,7 +440,93 @@ def mapping_table(cfg: K3Config) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # print the README's table: python -m pybridge.adapter
+# --- MoonViT-V2 and its projector (`vision_tower.…`, `mm_projector.…`) --------------------------
+
+def vision_rules(v: VisionConfig) -> list[Rule]:
+    """MoonViT-V2 and its projector (hub `pybridge.moonvit.MoonViT`, the checkpoint's names) ↔
+    spec `vision.…` / `projector.…` (`[in, out]`; per-head axes split out of the fused `wqkv`)."""
+    D, A, K, M, Q = v.hidden_size, v.num_heads, v.head_dim, v.intermediate_size, v.qkv_hidden_size
+    C, p, E, T = v.in_channels, v.patch_size, v.merged_size, v.text_hidden_size
+    blk = "vision_tower.encoder.blocks.{i}."
+
+    def qkv(w: torch.Tensor) -> Tensors:
+        return tuple(part.T.reshape(D, A, K) for part in w.split(Q, 0))
+
+    def qkv_hub(*s: torch.Tensor) -> Tensors:
+        return (torch.cat([x.reshape(D, Q).T for x in s], 0),)
+
+    rules = [
+        Rule(("vision_tower.patch_embed.proj.weight",), ("vision.patch_weight",), ((D, C, p, p),), ((C * p * p, D),),
+             lambda w: (w.reshape(D, C * p * p).T,), lambda s: (s.T.reshape(D, C, p, p),),
+             f"`weight` (the Conv2d kernel) viewed `[{D}, {C * p * p}]`, `.T` (patch entries channel-major)"),
+        same("vision_tower.patch_embed.pos_emb.weight", "vision.pos_table", (v.pos_emb_height, v.pos_emb_width, D),
+             "same tensor (row, column, channel)"),
+    ]
+    for i in range(v.num_layers):
+        hub, spec = blk.format(i=i), f"vision.blocks.{i}."
+        block = [
+            same("norm0.weight", "norm0.scale", (D,)),
+            Rule(("wqkv.weight",), ("attn.query", "attn.key", "attn.value"), ((3 * Q, D),), ((D, A, K),) * 3, qkv, qkv_hub,
+                 f"rows `[0:{Q}]`, `[{Q}:{2 * Q}]`, `[{2 * Q}:{3 * Q}]`, each `.T` viewed `[{D}, {A}, {K}]`"),
+            linear_out_heads("wo.weight", "attn.output", A, K, D),
+            same("norm1.weight", "norm1.scale", (D,)),
+            linear("mlp.fc0.weight", "mlp.fc0", D, (M,)),
+            linear("mlp.fc1.weight", "mlp.fc1", M, (D,)),
+        ]
+        rules += [r.prefixed(hub, spec) for r in block]
+    return rules + [
+        same("vision_tower.encoder.final_layernorm.weight", "vision.final_norm.scale", (D,)),
+        linear("mm_projector.proj.0.weight", "projector.first", E, (E,)),
+        linear("mm_projector.proj.2.weight", "projector.second", E, (T,)),
+        same("mm_projector.post_norm.weight", "projector.post_norm.scale", (T,)),
+    ]
+
+
+def vision_to_spec(v: VisionConfig, hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The spec parameters of MoonViT and its projector from their hub tensors (`CheckpointError`
+    naming every missing, unexpected or mis-shaped tensor)."""
+    return to_spec(vision_rules(v), hub)
+
+
+def vision_to_hub(v: VisionConfig, spec: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The hub tensors of MoonViT and its projector from their spec parameters."""
+    return to_hub(vision_rules(v), spec)
+
+
+def checkpoint_rules(cfg: K3Config) -> list[Rule]:
+    """Every rule of a whole checkpoint: the language model and, when the config has a
+    `vision_config`, MoonViT and its projector (the released layout; canonical names, without the
+    `language_model.` prefix)."""
+    return model_rules(cfg) + (vision_rules(cfg.vision) if cfg.vision is not None else [])
+
+
+def checkpoint_to_spec(cfg: K3Config, hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The spec parameters of a whole checkpoint (`checkpoint_rules`): text and vision tensors."""
+    return to_spec(checkpoint_rules(cfg), hub)
+
+
+def spec_to_checkpoint(cfg: K3Config, spec: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The hub tensors of a whole checkpoint from its spec parameters (`checkpoint_rules`)."""
+    return to_hub(checkpoint_rules(cfg), spec)
+
+
+def vision_mapping_table(v: VisionConfig) -> str:
+    """The README's MoonViT table (Markdown): block 0's rules with `{i}` for the block."""
+    rows = ["| hub tensor(s) | shape(s) | spec parameter(s) | shape(s) | mapping |", "|---|---|---|---|---|"]
+    for r in vision_rules(v):
+        hub, spec = ", ".join(r.hub_doc or r.hub), ", ".join(r.spec_doc or r.spec)
+        if ".blocks." in hub and ".blocks.0." not in hub:
+            continue
+        hub, spec = hub.replace(".blocks.0.", ".blocks.{i}."), spec.replace(".blocks.0.", ".blocks.{i}.")
+        rows.append(f"| `{hub}` | {', '.join(str(list(s)) for s in r.hub_shapes)} | `{spec.replace(', ', '`, `')}` | "
+                    f"{', '.join(str(list(s)) for s in r.spec_shapes)} | {r.how} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # print the README's tables: python -m pybridge.adapter [vision]
+    import sys
+
     from pybridge.config import load_config
 
-    print(mapping_table(load_config(Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json")))
+    tiny = load_config(Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json")
+    print(vision_mapping_table(tiny.vision) if sys.argv[1:] == ["vision"] else mapping_table(tiny))

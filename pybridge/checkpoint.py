@@ -7,7 +7,9 @@ read; pickle (`torch.load`) is never used.
 
 Accepted name prefixes: `model.` (text-only) and `language_model.model.` /
 `language_model.lm_head.` (the released multimodal wrapper). `vision_tower.*` and
-`mm_projector.*` tensors are skipped: the vision tower is not implemented.
+`mm_projector.*` tensors (MoonViT-V2 and its projector) are left to `load_vision`, which reads
+them as strictly (through `adapter.vision_rules` for the spec parameters) when the config has a
+`vision_config`; `save_checkpoint` writes them when given the vision model.
 
 Quantized checkpoints: a config.json whose `quantization_config.format` is
 `mxfp4-pack-quantized` (`pybridge.mxfp4`) has the routed experts' w1/w2/w3 as `weight_packed`
@@ -27,12 +29,13 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from pybridge import adapter, moe, mxfp4
-from pybridge.config import K3Config, load_config
+from pybridge.config import K3Config, VisionConfig, load_config
 from pybridge.errors import CheckpointError, ConfigError
 from pybridge.model import KimiK3ForCausalLM
+from pybridge.moonvit import MoonViT
 
 INDEX_NAME = "model.safetensors.index.json"
-SKIPPED_PREFIXES = ("vision_tower.", "mm_projector.")
+VISION_PREFIXES = ("vision_tower.", "mm_projector.")
 MAX_LISTED = 20
 
 
@@ -59,12 +62,13 @@ def _shard_files(ckpt: Path) -> list[Path]:
     return paths
 
 
-def read_tensors(ckpt: Path) -> dict[str, torch.Tensor]:
-    """All tensors of all shards, keyed by canonical (text-only) name."""
-    return read_located(ckpt)[0]
+def read_tensors(ckpt: Path, vision: bool = False) -> dict[str, torch.Tensor]:
+    """All text tensors of all shards, keyed by canonical (text-only) name; with `vision`, all
+    `vision_tower.*` / `mm_projector.*` tensors instead."""
+    return read_located(ckpt, vision)[0]
 
 
-def read_located(ckpt: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def read_located(ckpt: Path, vision: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """`read_tensors`, and the shard file each tensor came from."""
     tensors: dict[str, torch.Tensor] = {}
     where: dict[str, str] = {}
@@ -73,7 +77,7 @@ def read_located(ckpt: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
             with safe_open(str(path), framework="pt") as f:
                 for raw in f.keys():
                     name = _canonical(raw)
-                    if raw.startswith(SKIPPED_PREFIXES):
+                    if raw.startswith(VISION_PREFIXES) != vision:
                         continue
                     if name in tensors:
                         raise CheckpointError(f"tensor '{raw}' appears in both {where[name]} and {path.name}")
@@ -123,13 +127,15 @@ def _quantized_problems(expected: dict, tensors: dict[str, torch.Tensor], where:
     return problems, covered
 
 
-def check_tensors(model: KimiK3ForCausalLM, tensors: dict[str, torch.Tensor], where: dict[str, str] | None = None) -> None:
+
+
+def check_tensors(model: torch.nn.Module, tensors: dict[str, torch.Tensor], where: dict[str, str] | None = None) -> None:
     """Strict comparison against the model's parameters and buffers (MXFP4 ones: uint8); one
     error lists every problem; `where`: each tensor's file, named in the messages."""
     where = where or {}
     state = model.state_dict()
     expected = {k: tuple(v.shape) for k, v in state.items()}
-    if model.config.tie_word_embeddings:
+    if isinstance(model, KimiK3ForCausalLM) and model.config.tie_word_embeddings:
         expected.pop("lm_head.weight")
     packed = [k for k in tensors if k.endswith(PACKED) and k not in expected]
     if packed and not any(v.dtype == torch.uint8 for v in state.values()):
@@ -204,6 +210,38 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.to(dtype) if t.is_floating_point() else t
 
 
+def _vision_config(ckpt: Path) -> VisionConfig:
+    if not ckpt.is_dir():
+        raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
+    vision = load_config(ckpt / "config.json").vision
+    if vision is None:
+        raise CheckpointError(f"{ckpt / 'config.json'}: no vision_config, so the checkpoint has no vision tower to load")
+    return vision
+
+
+def load_vision(path: str | Path, dtype: torch.dtype = torch.float32) -> MoonViT:
+    """MoonViT-V2 and its projector from the checkpoint's `vision_tower.*` / `mm_projector.*`
+    tensors, strictly (every missing, unexpected, mis-shaped or non-finite tensor named)."""
+    ckpt = Path(path)
+    vision = _vision_config(ckpt)
+    with torch.device("meta"):
+        model = MoonViT(vision)
+    tensors = read_tensors(ckpt, vision=True)
+    check_tensors(model, tensors)
+    model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False, assign=True)
+    return model.eval()
+
+
+def load_vision_spec_params(path: str | Path, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
+    """The spec parameters (`adapter.vision_rules`) of the checkpoint's vision tower and projector."""
+    ckpt = Path(path)
+    vision = _vision_config(ckpt)
+    tensors = read_tensors(ckpt, vision=True)
+    with torch.device("meta"):
+        check_tensors(MoonViT(vision), tensors)
+    return adapter.vision_to_spec(vision, {k: v.to(dtype) for k, v in tensors.items()})
+
+
 def init_random_(model: KimiK3ForCausalLM, seed: int) -> KimiK3ForCausalLM:
     """Deterministic random weights with stable magnitudes (for tests and the CLI demo).
     Norm scales are near 1, A_log = log(U(1, 16)) as in the hub init, selection biases small."""
@@ -244,11 +282,13 @@ def is_mxfp4(model: KimiK3ForCausalLM) -> bool:
 
 
 def save_checkpoint(
-    model: KimiK3ForCausalLM, config_path: str | Path, out_dir: str | Path, num_shards: int = 2
+    model: KimiK3ForCausalLM, config_path: str | Path, out_dir: str | Path, num_shards: int = 2,
+    vision: MoonViT | None = None,
 ) -> Path:
     """Write config.json + `num_shards` safetensors shards + index. config.json is copied
     verbatim, except that its `quantization_config` is set (MXFP4 experts, `mxfp4.quantization_config`)
-    or removed (dense) to match the model."""
+    or removed (dense) to match the model; with `vision`, its `vision_tower.*` / `mm_projector.*`
+    tensors too."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = Path(config_path).read_text(encoding="utf-8")
@@ -261,6 +301,8 @@ def save_checkpoint(
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight")
+    if vision is not None:
+        state.update({k: v.detach().contiguous() for k, v in vision.state_dict().items()})
     names = list(state)
     per = math.ceil(len(names) / num_shards)
     weight_map = {}

@@ -25,8 +25,20 @@ Extension keys (absent from the hub file; defaults reproduce the hub code's beha
       `linear_attn_config.l2_norm_eps`       KDA q/k L2 normalization      default 1e-6
     `rms_norm_eps` itself is the epsilon of the two pre-norms (`input_layernorm`,
     `post_attention_layernorm`).
+
+The optional top-level `vision_config` (MoonViT-V2, k3-spec §7) becomes `K3Config.vision`
+(`VisionConfig`, read by `vision_config_from_dict`), and `media_placeholder_token_id` (163605 in
+the release) marks a prompt's visual tokens. Released names: `patch_size`, `vt_hidden_size`,
+`qkv_hidden_size`, `vt_intermediate_size`, `vt_num_hidden_layers`, `vt_num_attention_heads`,
+`merge_kernel_size`, `text_hidden_size`; the checkpoint port's `in_channels` (3),
+`init_pos_emb_height`/`width` (64), `init_pos_emb_time` (4), `pos_emb_interpolation_mode`
+("bilinear" only), `rms_norm_eps` and `projector_ln_eps` (1e-5); and this project's extensions
+`rope_theta` (1e4) and the image preprocessing `image_mean`, `image_std` (0.5 each),
+`max_patches` (16384), `max_patches_per_side` (512) (`pybridge.image`; Kimi K2.5's processor's
+values, K3's is not public).
 """
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -85,6 +97,9 @@ class K3Config:
     situ_up_cap: float
     # AttnRes
     attn_res_block_size: int
+    # MoonViT-V2 (None: a text-only model) and the id of a prompt's visual-token placeholders
+    vision: "VisionConfig | None" = None
+    media_placeholder_token_id: int | None = None
 
     def is_mla(self, layer_idx: int) -> bool:
         """Layer schedule with a 0-based index: 1-based n is MLA iff n % 4 == 0 or n == L."""
@@ -94,6 +109,48 @@ class K3Config:
     def is_moe(self, layer_idx: int) -> bool:
         """Hub rule (0-based): MoE iff idx >= first_k_dense_replace and idx % moe_layer_freq == 0."""
         return layer_idx >= self.first_k_dense_replace and layer_idx % self.moe_layer_freq == 0
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """MoonViT-V2 and its projector (k3-spec §7), and the image preprocessing (`pybridge.image`)."""
+
+    patch_size: int
+    in_channels: int
+    hidden_size: int  # D, the encoder width
+    num_heads: int  # A
+    qkv_hidden_size: int  # A · head_dim (wider than D in the release: 12 × 128 = 1536)
+    intermediate_size: int  # the MLP width M
+    num_layers: int
+    pos_emb_height: int  # rows of the learned position table
+    pos_emb_width: int  # columns of the learned position table
+    pos_emb_time: int  # rows of the fixed sincos time table: the most frames a clip may have
+    merge_kernel_size: tuple[int, int]
+    text_hidden_size: int
+    rms_norm_eps: float  # norm0, norm1, the final norm
+    projector_eps: float  # mm_projector.post_norm
+    rope_theta: float
+    image_mean: tuple[float, ...]
+    image_std: tuple[float, ...]
+    max_patches: int
+    max_patches_per_side: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.qkv_hidden_size // self.num_heads
+
+    @property
+    def rope_freqs(self) -> int:
+        """Rotary frequencies per grid axis: head_dim / 4 (half the pairs turn by the row, half by the column)."""
+        return self.head_dim // 4
+
+    @property
+    def patch_dim(self) -> int:
+        return self.in_channels * self.patch_size * self.patch_size
+
+    @property
+    def merged_size(self) -> int:
+        return self.merge_kernel_size[0] * self.merge_kernel_size[1] * self.hidden_size
 
 
 def _get(d: dict, key: str, kind: str, where: str, default: Any = None) -> Any:
@@ -208,7 +265,69 @@ def config_from_dict(raw: Any) -> K3Config:
             f"field 'num_experts_per_token' ({cfg.num_experts_per_token}) exceeds 'num_experts' ({cfg.num_experts})"
         )
     _check_layer_lists(lac, cfg)
+    if "vision_config" in raw:
+        vision = vision_config_from_dict(raw["vision_config"], cfg.hidden_size)
+        ph = _get(raw, "media_placeholder_token_id", "nonneg_int", "")
+        if ph >= cfg.vocab_size:
+            raise ConfigError(f"field 'media_placeholder_token_id' ({ph}) must be below vocab_size ({cfg.vocab_size})")
+        cfg = dataclasses.replace(cfg, vision=vision, media_placeholder_token_id=ph)
     return cfg
+
+
+def _floats(d: dict, key: str, n: int, where: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    v = d.get(key, list(default))
+    if (not isinstance(v, list) or len(v) != n
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)):
+        raise ConfigError(f"field '{where}{key}' must be a list of {n} finite numbers (one per channel), got {v!r}")
+    return tuple(float(x) for x in v)
+
+
+def vision_config_from_dict(v: Any, text_hidden: int) -> VisionConfig:
+    """Validate a `vision_config` object (text width `text_hidden`); raises ConfigError naming the field."""
+    w = "vision_config."
+    if not isinstance(v, dict):
+        raise ConfigError("field 'vision_config' must be a JSON object")
+    _require(v, "pos_emb_interpolation_mode", "bilinear", w)
+    merge = v.get("merge_kernel_size", [2, 2])
+    if (not isinstance(merge, list) or len(merge) != 2
+            or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in merge)):
+        raise ConfigError(f"field '{w}merge_kernel_size' must be two positive integers, got {merge!r}")
+    channels = _get(v, "in_channels", "pos_int", w, 3)
+    vc = VisionConfig(
+        patch_size=_get(v, "patch_size", "pos_int", w),
+        in_channels=channels,
+        hidden_size=_get(v, "vt_hidden_size", "pos_int", w),
+        num_heads=_get(v, "vt_num_attention_heads", "pos_int", w),
+        qkv_hidden_size=_get(v, "qkv_hidden_size", "pos_int", w),
+        intermediate_size=_get(v, "vt_intermediate_size", "pos_int", w),
+        num_layers=_get(v, "vt_num_hidden_layers", "pos_int", w),
+        pos_emb_height=_get(v, "init_pos_emb_height", "pos_int", w, 64),
+        pos_emb_width=_get(v, "init_pos_emb_width", "pos_int", w, 64),
+        pos_emb_time=_get(v, "init_pos_emb_time", "pos_int", w, 4),
+        merge_kernel_size=(merge[0], merge[1]),
+        text_hidden_size=_get(v, "text_hidden_size", "pos_int", w),
+        rms_norm_eps=_get(v, "rms_norm_eps", "pos_float", w, 1e-5),
+        projector_eps=_get(v, "projector_ln_eps", "pos_float", w, 1e-5),
+        rope_theta=_get(v, "rope_theta", "pos_float", w, 10000.0),
+        image_mean=_floats(v, "image_mean", channels, w, (0.5,) * channels),
+        image_std=_floats(v, "image_std", channels, w, (0.5,) * channels),
+        max_patches=_get(v, "max_patches", "pos_int", w, 16384),
+        max_patches_per_side=_get(v, "max_patches_per_side", "pos_int", w, 512),
+    )
+    if vc.qkv_hidden_size % vc.num_heads or vc.head_dim % 4:
+        raise ConfigError(
+            f"field '{w}qkv_hidden_size' ({vc.qkv_hidden_size}) must be vt_num_attention_heads "
+            f"({vc.num_heads}) times a head width divisible by 4 (2-D RoPE: two axes of rotary pairs)")
+    if vc.hidden_size % 2:
+        raise ConfigError(f"field '{w}vt_hidden_size' ({vc.hidden_size}) must be even (the time table's sin and cos halves)")
+    if vc.text_hidden_size != text_hidden:
+        raise ConfigError(f"field '{w}text_hidden_size' ({vc.text_hidden_size}) must equal hidden_size ({text_hidden})")
+    if any(s <= 0 for s in vc.image_std):
+        raise ConfigError(f"field '{w}image_std' must be positive, got {list(vc.image_std)}")
+    if vc.max_patches < vc.merge_kernel_size[0] * vc.merge_kernel_size[1]:
+        raise ConfigError(f"field '{w}max_patches' ({vc.max_patches}) must hold at least one merged token "
+                          f"({vc.merge_kernel_size[0] * vc.merge_kernel_size[1]} patches)")
+    return vc
 
 
 def _check_layer_lists(lac: dict, cfg: K3Config) -> None:

@@ -1,8 +1,8 @@
 """The Kimi K3 text model: KDA/MLA hybrid, Block AttnRes, Stable LatentMoE, greedy decoding.
 
 State-dict names equal the hub's text-only checkpoint names (`model.layers.N...`,
-`lm_head.weight`), so a hub checkpoint loads without renaming. Vision inputs (MoonViT
-slots) are not implemented: only text-id embedding slots.
+`lm_head.weight`), so a hub checkpoint loads without renaming. `forward_embeds` takes input
+rows instead of ids: `pybridge.multimodal` splices MoonViT's visual tokens in there.
 
 One layer at one token (spec §2.5):
     seq_in  = input_layernorm(retrieve(depth, w_seq))
@@ -107,14 +107,18 @@ class KimiK3ForCausalLM(nn.Module):
             raise InputError(
                 f"token ids must lie in [0, {vocab}), got min {int(input_ids_bt.min())} max {int(input_ids_bt.max())}"
             )
-        cache = cache if cache is not None else self.new_cache(input_ids_bt.shape[0])
+        return self.forward_embeds(self.model.embed_tokens(input_ids_bt), cache)
+
+    def forward_embeds(self, embeds_btd: torch.Tensor, cache: K3Cache | None = None) -> tuple[torch.Tensor, K3Cache]:
+        """`forward` from the input rows `[B, T, D]` (token embeddings, or visual tokens spliced in)."""
+        cache = cache if cache is not None else self.new_cache(embeds_btd.shape[0])
         m = self.model
-        depth = DepthState([m.embed_tokens(input_ids_bt)], block_size=self.config.attn_res_block_size)
+        depth = DepthState([embeds_btd], block_size=self.config.attn_res_block_size)
         states = [layer(depth, state) for layer, state in zip(m.layers, cache.layers)]
         cd = compute_dtype(m.norm.weight.dtype)
         w_final = m.output_attn_res_norm.weight.to(cd) * m.output_attn_res_proj.weight[0].to(cd)
         h = m.norm(retrieve(depth.sources(), w_final, self.config.attn_res_norm_eps))
-        return lin(self.lm_head, h.to(cd)).to(h.dtype), K3Cache(states, cache.length + input_ids_bt.shape[1])
+        return lin(self.lm_head, h.to(cd)).to(h.dtype), K3Cache(states, cache.length + embeds_btd.shape[1])
 
     @torch.no_grad()
     def generate(self, prompt_ids_bt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:

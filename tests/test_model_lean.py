@@ -61,6 +61,9 @@ NOT_IN_CONFIG = {
     "tie_word_embeddings", "hidden_act", "mla_use_nope", "mla_use_output_gate", "mla_score_scale",
     "latent_moe_use_norm", "moe_renormalize", "moe_router_activation_func", "routed_scaling_factor",
     "num_expert_group", "topk_group",
+    "num_nextn_predict_layers", "eagle_config",  # the EAGLE-3 draft's fields (pybridge.eagle)
+    # the placeholder token of the multimodal splice (pybridge.multimodal), not a width
+    "media_placeholder_token_id",
 }
 LAC_NOT_IN_CONFIG = {"use_full_rank_gate", "query_scale"}
 
@@ -101,10 +104,12 @@ def test_config_matches_fixture(index: int, name: str) -> None:
     # every hub field is compared above or deliberately outside `Config`
     assert set(raw) <= set(lean) | NOT_IN_CONFIG, set(raw) - set(lean) - NOT_IN_CONFIG
     assert set(raw_lac) <= set(lean_lac) | LAC_NOT_IN_CONFIG
-    # the vision fields: output width = text width, width divisible by heads
-    vision = lean["k3spec_vision"]
-    assert vision["output_size"] == lean["hidden_size"]
-    assert vision["hidden_size"] % vision["num_heads"] == 0
+    # MoonViT's widths: every Lean field equals the fixture's `vision_config` entry; output
+    # width = text width; attention width divisible by the heads
+    lean_vis, raw_vis = lean["vision_config"], raw["vision_config"]
+    assert lean_vis == {key: raw_vis.get(key) for key in lean_vis}
+    assert lean_vis["text_hidden_size"] == lean["hidden_size"]
+    assert lean_vis["qkv_hidden_size"] % lean_vis["vt_num_attention_heads"] == 0
 
 
 def test_paper_schedule_counts() -> None:

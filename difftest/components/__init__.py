@@ -18,12 +18,13 @@ from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
 from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
+from difftest.components.speculative import SpeculativeStepComponent
 
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
-        AttnResComponent(), DecoderStepComponent(), MXFP4ExpertComponent(),
+        AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(), MXFP4ExpertComponent(),
     )
 }
 

@@ -41,18 +41,22 @@ mutual
 /-- **A renamed term means the term** in an environment the renaming respects. -/
 theorem Term.eval_rename {Γ Δ : List Shape} {ρ : Renaming Γ Δ} {env : Env α Γ} {env' : Env α Δ}
     (h : Renaming.Respects ρ env env') : {s : Shape} → (t : Term α Γ s) → (t.rename ρ).eval env' = t.eval env
-  | _, .var v => by simp [Term.rename, h v]
-  | _, .op p args => by simp [Term.rename, Args.eval_rename h args]
+  | _, .var v => by
+    show env'.get (ρ v) = env.get v
+    exact h v
+  | _, .op p args => by
+    show p.eval ((args.rename ρ).eval env') = p.eval (args.eval env)
+    rw [Args.eval_rename h args]
   | _, .let1 t b => by
-    simp only [Term.rename, Term.eval_let1]
+    show (b.rename ρ.lift).eval (.cons ((t.rename ρ).eval env') env') = b.eval (.cons (t.eval env) env)
     rw [Term.eval_rename h t]
     exact Term.eval_rename (h.lift _) b
 
 theorem Args.eval_rename {Γ Δ : List Shape} {ρ : Renaming Γ Δ} {env : Env α Γ} {env' : Env α Δ}
     (h : Renaming.Respects ρ env env') : {ss : List Shape} → (a : Args α Γ ss) → (a.rename ρ).eval env' = a.eval env
-  | _, .nil => by simp [Args.rename]
+  | _, .nil => rfl
   | _, .cons t ts => by
-    simp only [Args.rename, Args.eval_cons]
+    show Env.cons ((t.rename ρ).eval env') ((ts.rename ρ).eval env') = Env.cons (t.eval env) (ts.eval env)
     rw [Term.eval_rename h t, Args.eval_rename h ts]
 
 end
@@ -62,7 +66,9 @@ end RenameEval
 theorem Signature.append_eq (a b : Signature) : Signature.append a b = a ++ b := by
   induction a with
   | nil => rfl
-  | cons x a ih => simp [Signature.append, ih]
+  | cons x a ih =>
+    show x :: Signature.append a b = x :: (a ++ b)
+    rw [ih]
 
 namespace VarList
 
@@ -86,7 +92,9 @@ theorem eval_map {ρ : Renaming Γ Δ} {env : Env α Γ} {env' : Env α Δ}
     (h : ∀ {s : Shape} (v : Var Γ s), env'.get (ρ v) = env.get v) :
     {ss : List Shape} → (vs : VarList Γ ss) → (vs.map ρ).eval env' = vs.eval env
   | _, .nil => rfl
-  | _, .cons v vs => by simp [map, h v, eval_map h vs]
+  | _, .cons v vs => by
+    show Env.cons (env'.get (ρ v)) ((vs.map ρ).eval env') = Env.cons (env.get v) (vs.eval env)
+    rw [h v, eval_map h vs]
 
 theorem get_toRenaming (env : Env α Γ) : {ss : List Shape} → (vs : VarList Γ ss) → {s : Shape} →
     (w : Var ss s) → env.get (vs.toRenaming w) = (vs.eval env).get w
@@ -108,12 +116,16 @@ theorem eval_self : {Γ : List Shape} → (env : Env α Γ) → (self Γ).eval e
 theorem toArgs_eval [Scalar α] (env : Env α Γ) : {ss : List Shape} → (vs : VarList Γ ss) →
     (vs.toArgs (α := α)).eval env = vs.eval env
   | _, .nil => rfl
-  | _, .cons v vs => by simp [toArgs, toArgs_eval env vs]
+  | _, .cons v vs => by
+    show Env.cons (env.get v) ((toArgs (α := α) vs).eval env) = Env.cons (env.get v) (vs.eval env)
+    rw [toArgs_eval env vs]
 
 theorem eval_append (env : Env α Γ) : {ss tt : List Shape} → (vs : VarList Γ ss) → (ws : VarList Γ tt) →
     (vs.append ws).eval env = (vs.eval env).append (ws.eval env)
   | _, _, .nil, _ => rfl
-  | _, _, .cons v vs, ws => by simp [append, eval_append env vs ws]
+  | _, _, .cons v vs, ws => by
+    show Env.cons (env.get v) ((vs.append ws).eval env) = Env.cons (env.get v) ((vs.eval env).append (ws.eval env))
+    rw [eval_append env vs ws]
 
 theorem head_eval (env : Env α Γ) {s : Shape} {ss : List Shape} (vs : VarList Γ (s :: ss)) :
     env.get vs.head = (vs.eval env).head := by
@@ -162,12 +174,16 @@ noncomputable def splitSig : (A : Signature) → {B : Signature} → Env α (Sig
 @[simp] theorem split_append : (P : List Shape) → {Q : List Shape} → (a : Env α P) → (b : Env α Q) →
     split P (a.append b) = (a, b)
   | [], _, .nil, _ => rfl
-  | _ :: P, _, .cons x a, b => by simp [split, Env.append, split_append P a b]
+  | _ :: P, _, .cons x a, b => by
+    show (Env.cons x (split P (a.append b)).1, (split P (a.append b)).2) = (Env.cons x a, b)
+    rw [split_append P a b]
 
 @[simp] theorem splitSig_appendSig : (A : Signature) → {B : Signature} → (a : Env α (Signature.shapes A)) →
     (b : Env α (Signature.shapes B)) → splitSig A (appendSig A a b) = (a, b)
   | [], _, .nil, _ => rfl
-  | _ :: A, _, .cons x a, b => by simp [splitSig, appendSig, splitSig_appendSig A a b]
+  | _ :: A, _, .cons x a, b => by
+    show (Env.cons x (splitSig A (appendSig A a b)).1, (splitSig A (appendSig A a b)).2) = (Env.cons x a, b)
+    rw [splitSig_appendSig A a b]
 
 end Env
 
@@ -263,7 +279,7 @@ theorem eval_append {Γ Δ Θ : List Shape} (l : Lets α Γ Δ) (m : Lets α Δ 
     (l.append m).eval env = m.eval (l.eval env) := by
   induction l with
   | nil => rfl
-  | bind t rest ih => simp [append, ih]
+  | bind t rest ih => exact ih m _
 
 /-- **A variable keeps its value through bindings.** -/
 theorem get_liftVar {Γ Δ : List Shape} (l : Lets α Γ Δ) (env : Env α Γ) {s : Shape} (v : Var Γ s) :

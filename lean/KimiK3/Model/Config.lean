@@ -13,7 +13,7 @@ both with the fixtures field by field (`tests/test_model_lean.py`).
 
 Proved here, by `decide`: the well-formedness of both configurations (`paperConfig_wf`: positive
 widths, MX alignment to 32-value blocks, `16 ≤ 896` active experts, vision output width = text
-width, vision width divisible by its heads), the layer schedule counts (69 KDA and 24 MLA
+width, vision attention width divisible by its heads), the layer schedule counts (69 KDA and 24 MLA
 layers; tiny: 3 and 2), the MLA cache identity `30720 · 3 = 576 · 160` stated from the
 configuration's fields, and the number of AttnRes sources at the final retrieval (9).
 
@@ -152,11 +152,16 @@ structure Config where
   /-- `latent_moe_norm_eps` (extension key; default `rms_norm_eps`): ε of the LatentMoE routed
   norm `routed_expert_norm`. -/
   moeNormEps : Decimal
-  /-- MoonViT hidden width (not in the hub text config; not in the report). -/
+  /-- `vision_config.vt_hidden_size`: MoonViT-V2's width (not in the report; the released
+  checkpoint's 1024, k3-spec §7). -/
   visionHiddenDim : Nat
-  /-- MoonViT attention heads (report: 12). -/
+  /-- `vision_config.qkv_hidden_size`: the width of MoonViT-V2's fused attention, heads × head
+  dimension (released: 1536 = 12 × 128; not the model width, k3-spec §7). -/
+  visionQkvDim : Nat
+  /-- `vision_config.vt_num_attention_heads`: MoonViT attention heads (report Table 1: 12). -/
   visionHeads : Nat
-  /-- MoonViT output width after the projector (report: the text width, 7168). -/
+  /-- `vision_config.text_hidden_size`: MoonViT's output width after the projector (report §2.4:
+  the text width, 7168). -/
   visionOutputDim : Nat
   deriving DecidableEq, Repr
 
@@ -203,8 +208,9 @@ def widths (c : Config) : List (String × Nat) :=
    ("linear_attn_config.decay_rank", c.kdaDecayRank), ("num_experts", c.numRoutedExperts),
    ("num_experts_per_token", c.activeExperts), ("moe_intermediate_size", c.expertHiddenDim),
    ("routed_expert_hidden_size", c.latentDim), ("intermediate_size", c.denseHiddenDim),
-   ("moe_layer_freq", c.moeLayerFreq), ("k3spec_vision.hidden_size", c.visionHiddenDim),
-   ("k3spec_vision.num_heads", c.visionHeads), ("k3spec_vision.output_size", c.visionOutputDim)]
+   ("moe_layer_freq", c.moeLayerFreq), ("vision_config.vt_hidden_size", c.visionHiddenDim),
+   ("vision_config.qkv_hidden_size", c.visionQkvDim), ("vision_config.vt_num_attention_heads", c.visionHeads),
+   ("vision_config.text_hidden_size", c.visionOutputDim)]
 
 /-- The widths quantized in MX blocks (k3-spec §1, §2.13: expert weights MXFP4, expert
 activations MXFP8): model width, latent width, expert hidden width, dense hidden width. -/
@@ -248,8 +254,8 @@ structure WF (c : Config) (mxBlock : Nat) : Prop where
   activeExperts_le : c.activeExperts ≤ c.numRoutedExperts
   /-- MoonViT's output width is the text width. -/
   vision_output : c.visionOutputDim = c.hiddenDim
-  /-- MoonViT's width splits evenly over its heads. -/
-  vision_heads : c.visionHiddenDim % c.visionHeads = 0
+  /-- MoonViT's attention width splits evenly over its heads. -/
+  vision_heads : c.visionQkvDim % c.visionHeads = 0
   /-- The KDA log-decay floor is negative (report Eq. 5). -/
   logFloor_neg : c.kdaLogFloor < 0
 
@@ -298,11 +304,11 @@ def check (c : Config) (mxBlock : Nat) : List String :=
     ("field 'num_experts_per_token' (" ++ toString c.activeExperts ++ ") exceeds 'num_experts' (" ++
       toString c.numRoutedExperts ++ ")")) <|
   cat (require (c.visionOutputDim = c.hiddenDim)
-    ("field 'k3spec_vision.output_size' (" ++ toString c.visionOutputDim ++ ") must equal 'hidden_size' (" ++
+    ("field 'vision_config.text_hidden_size' (" ++ toString c.visionOutputDim ++ ") must equal 'hidden_size' (" ++
       toString c.hiddenDim ++ ")")) <|
-  cat (require (c.visionHiddenDim % c.visionHeads = 0)
-    ("field 'k3spec_vision.hidden_size' (" ++ toString c.visionHiddenDim ++
-      ") must be divisible by 'k3spec_vision.num_heads' (" ++ toString c.visionHeads ++ ")")) <|
+  cat (require (c.visionQkvDim % c.visionHeads = 0)
+    ("field 'vision_config.qkv_hidden_size' (" ++ toString c.visionQkvDim ++
+      ") must be divisible by 'vision_config.vt_num_attention_heads' (" ++ toString c.visionHeads ++ ")")) <|
   require (c.kdaLogFloor < 0)
     ("field 'linear_attn_config.gate_lower_bound' must be negative, got " ++ toString c.kdaLogFloor)
 
@@ -394,7 +400,8 @@ def paperConfig : Config where
   kdaOutputNormEps := ⟨1, 5⟩
   kdaL2Eps := ⟨1, 6⟩
   moeNormEps := ⟨1, 5⟩
-  visionHiddenDim := 1152
+  visionHiddenDim := 1024
+  visionQkvDim := 1536
   visionHeads := 12
   visionOutputDim := 7168
 
@@ -442,7 +449,8 @@ def tinyConfig : Config where
   kdaL2Eps := ⟨1, 6⟩
   moeNormEps := ⟨5, 5⟩
   visionHiddenDim := 20
-  visionHeads := 4
+  visionQkvDim := 36
+  visionHeads := 3
   visionOutputDim := 24
 
 /-- The paper configuration is well formed for MX blocks of 32 (k3-spec §1). -/
@@ -508,8 +516,8 @@ def natStrings : List Nat → List String
 def natArray (l : List Nat) : String := "[" ++ joinComma (natStrings l) ++ "]"
 
 /-- **The hub fields of a configuration** as one JSON object (`config.json` names; the layer
-lists `lac.kda_layers`/`lac.full_attn_layers` from the schedule). The MoonViT fields are written
-under `k3spec_vision`, which the hub text config does not have. -/
+lists `lac.kda_layers`/`lac.full_attn_layers` from the schedule; MoonViT's widths under
+`vision_config`, by the released checkpoint's names). -/
 def toJson (c : Config) : String :=
   let lac := joinComma [
     jsonField "num_heads" (toString c.kdaHeads),
@@ -525,9 +533,10 @@ def toJson (c : Config) : String :=
     jsonField "kda_layers" (natArray (c.layersOfKind .kda)),
     jsonField "full_attn_layers" (natArray (c.layersOfKind .mla))]
   let vision := joinComma [
-    jsonField "hidden_size" (toString c.visionHiddenDim),
-    jsonField "num_heads" (toString c.visionHeads),
-    jsonField "output_size" (toString c.visionOutputDim)]
+    jsonField "vt_hidden_size" (toString c.visionHiddenDim),
+    jsonField "qkv_hidden_size" (toString c.visionQkvDim),
+    jsonField "vt_num_attention_heads" (toString c.visionHeads),
+    jsonField "text_hidden_size" (toString c.visionOutputDim)]
   "{" ++ joinComma [
     jsonField "vocab_size" (toString c.vocabSize),
     jsonField "hidden_size" (toString c.hiddenDim),
@@ -558,7 +567,7 @@ def toJson (c : Config) : String :=
     jsonField "latent_moe_norm_eps" c.moeNormEps.toJson,
     jsonField "linear_attn_config" ("{" ++ lac ++ "}"),
     optField "mla_score_scale" c.mlaScoreScale,
-    jsonField "k3spec_vision" ("{" ++ vision ++ "}")] ++ "}"
+    jsonField "vision_config" ("{" ++ vision ++ "}")] ++ "}"
 
 end Config
 
