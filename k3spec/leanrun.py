@@ -212,11 +212,12 @@ def _run_process(argv: list[str], cwd: Path, env: dict[str, str], offline: bool,
         return _run_piped(argv, cwd, env, offline)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stdout_file:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout_file, stderr=subprocess.PIPE, text=True, errors="replace")
+        watch = PeakWatch(proc.pid)
         err: list[str] = []
         reader = threading.Thread(target=_pump, args=(proc.stderr, err.append, offline))
         reader.start()
         reader.join()
-        rc, peak_mb = _wait(proc)
+        rc, peak_mb = _wait(proc, watch)
         stdout_file.seek(0)
         out: list[str] = []
         _pump(stdout_file, out.append, offline)
@@ -228,6 +229,7 @@ def _run_piped(argv: list[str], cwd: Path, env: dict[str, str], offline: bool) -
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
     )
+    watch = PeakWatch(proc.pid)
     out: list[str] = []
     err: list[str] = []
 
@@ -246,17 +248,49 @@ def _run_piped(argv: list[str], cwd: Path, env: dict[str, str], offline: bool) -
         t.start()
     for t in threads:
         t.join()
-    rc, peak_mb = _wait(proc)
+    rc, peak_mb = _wait(proc, watch)
     return LeanResult(rc, "\n".join(out), "\n".join(err), peak_mb)
 
 
-def _wait(proc: subprocess.Popen) -> tuple[int, float]:
-    """Reap `proc`: its exit code and its own peak resident memory in MB (from `wait4`, so per
-    process, where `RUSAGE_CHILDREN` would give the largest child this process ever had; Linux
-    counts the forked image of this process in it: the figure is at least this process's size)."""
+class PeakWatch:
+    """The peak resident memory of one running process: its `VmHWM` (the high-water mark of its
+    own memory since its `exec`), read from `/proc/PID/status` every `interval` seconds.
+
+    Why not `wait4`'s `ru_maxrss` alone: Linux carries the parent's high-water mark into the
+    child at the fork, so every child of a large Python process (pytest with torch loaded: about
+    1.7 GB) would report at least that. The last reading may miss growth in the final interval;
+    `VmHWM` only rises, so it is never more than the true peak."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self._path = Path(f"/proc/{pid}/status")
+        self._interval = interval
+        self._stop = threading.Event()
+        self.peak_kb = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for line in self._path.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+            except (OSError, ValueError, IndexError):
+                return
+            self._stop.wait(self._interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _wait(proc: subprocess.Popen, watch: PeakWatch) -> tuple[int, float]:
+    """Reap `proc`: its exit code and its peak resident memory in MB (`PeakWatch`; `wait4`'s
+    figure where /proc could not be read)."""
     _, status, usage = os.wait4(proc.pid, 0)
+    watch.stop()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024
+    return proc.returncode, (watch.peak_kb or usage.ru_maxrss) / 1024
 
 
 def _visible(path: Path) -> bool:
