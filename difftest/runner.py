@@ -122,6 +122,11 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
                 for output in sorted(set(lean_out) & set(sliced)):
                     res.comparisons.append(compare(comp.name, case.index, case.kind, "float64", "lean", ref, output,
                                                    lean_out[output], sliced[output], tol64, output in exact))
+        bounds, err = _safe(lambda: comp.bound_checks(case, res.f64), "bound check")
+        if bounds is None:
+            raised("float64", "bound", err)
+        else:
+            res.comparisons += bounds
     for dtype in dtypes:
         if dtype == "float64":
             continue
