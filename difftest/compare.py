@@ -13,6 +13,13 @@ most `u_store` of the value, deterministically) plus its operations at the compu
 whose independent rounding errors add in quadrature (their RMS grows as √n, not n).
 
 Any NaN or Inf in either tensor fails the comparison, whatever the tolerance.
+
+The worst-case terms are the first-order forms of theorems of the Lean rounding model
+(`lean/KimiK3/Microscaling/`, namespace `KimiK3.Rounding`; docs/tolerances.md cites each):
+`gamma` is `Rounding.gamma` (`abs_roundedDot_sub_le_gamma`, `abs_roundedSum_sub_le_gamma`), the
+store term `u_store` is `RoundsTo.sumSq_sub_le`, and the factors in `amp` are
+`rmsNormVec_rel_perturb_le`/`l2NormVec_rel_perturb_le` (2), `softmaxVec_perturb_le` (2) and
+`elementwise_rel_error_le` (κ). The √n compute term is a statistical model, not a theorem.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ SAFETY = 2.0
 
 
 def gamma(n: int, u: float) -> float:
-    """Worst-case relative error bound of n rounded operations (Higham, Lemma 3.1)."""
+    """Worst-case relative error bound of n rounded operations (Higham, Lemma 3.1): the Lean
+    `KimiK3.Rounding.gamma`, with `(1 + u)^n − 1 ≤ γ_n` (`one_add_pow_sub_one_le_gamma`)."""
     if n * u >= 1:
         return math.inf
     return n * u / (1 - n * u)

@@ -65,14 +65,16 @@ def summary(run: RunResult) -> dict:
                                            "comparisons": 0, "worst_ratio": {}, "implementations": set(),
                                            "references": comp.references() or ["none: torch paths only"],
                                            "kinds": sorted({x.case.kind for x in run.results if x.component == r.component}),
-                                           "tolerances": {}, "whole_model": {}})
+                                           "tolerances": {}, "whole_model": {}, "bound_ratio": {}})
         s["cases"] += 1
         s["failed_cases"] += 0 if r.passed else 1
         s["comparisons"] += len(r.comparisons)
         s["implementations"].update(r.f64)
         s["implementations"].update(c.impl for c in r.comparisons if c.impl.startswith("impl:"))
         for c in r.comparisons:
-            if c.tol > 0 and math.isfinite(c.ratio):
+            if c.ref == "bound":  # error / proved bound (`Component.bound_checks`), worst per input kind
+                s["bound_ratio"][c.kind] = _num(max(c.ratio, s["bound_ratio"].get(c.kind, 0.0)))
+            elif c.tol > 0 and math.isfinite(c.ratio):
                 s["worst_ratio"][c.dtype] = max(s["worst_ratio"].get(c.dtype, 0.0), c.ratio)
                 lo, hi = s["tolerances"].get(c.dtype, (c.tol, c.tol))
                 s["tolerances"][c.dtype] = (min(lo, c.tol), max(hi, c.tol))
@@ -137,9 +139,10 @@ def _row(c: Comparison) -> dict:
     return d
 
 
-def svg_plot(rows: list[Comparison], width: int = 640, height: int = 220) -> str:
+def svg_plot(rows: list[Comparison], width: int = 640, height: int = 220, line: str = "tolerance") -> str:
     """Scatter of log10(error / tolerance) per comparison, by case, coloured by dtype; the
-    tolerance is the line at 0. Exact comparisons and exact agreements sit at the bottom."""
+    tolerance (`line`: what it is) is the line at 0. Exact comparisons and exact agreements sit at
+    the bottom."""
     pad_l, pad_r, pad_t, pad_b = 48, 10, 10, 28
     lo, hi = -6.0, 2.0
     cases = sorted({c.case for c in rows}) or [0]
@@ -158,8 +161,8 @@ def svg_plot(rows: list[Comparison], width: int = 640, height: int = 220) -> str
         parts.append(f'<text x="{pad_l - 4}" y="{y(v) + 3:.1f}" text-anchor="end">1e{v}</text>')
         parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
     parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#000" stroke-dasharray="4 2"/>')
-    parts.append(f'<text x="{width - pad_r - 2}" y="{y(0) - 3:.1f}" text-anchor="end">tolerance</text>')
-    parts.append(f'<text x="{(width + pad_l) / 2}" y="{height - 6}" text-anchor="middle">case (error / tolerance, log scale)</text>')
+    parts.append(f'<text x="{width - pad_r - 2}" y="{y(0) - 3:.1f}" text-anchor="end">{line}</text>')
+    parts.append(f'<text x="{(width + pad_l) / 2}" y="{height - 6}" text-anchor="middle">case (error / {line}, log scale)</text>')
     order = list(DTYPE_COLOURS)
     for c in rows:
         r = c.ratio
@@ -176,6 +179,14 @@ def svg_plot(rows: list[Comparison], width: int = 640, height: int = 220) -> str
     return "\n".join(parts)
 
 
+def plots(rows: list[Comparison]) -> str:
+    """A component's plots: error / tolerance of its comparisons between legs, and error / proved
+    bound of its bound checks (`Component.bound_checks`) where it has any."""
+    bound = [c for c in rows if c.ref == "bound"]
+    legs = svg_plot([c for c in rows if c.ref != "bound"])
+    return legs + ("\n" + svg_plot(bound, line="proved bound") if bound else "")
+
+
 def write(run: RunResult, folder: Path) -> tuple[Path, Path]:
     """Write `summary.json` and `index.html` into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -186,8 +197,7 @@ def write(run: RunResult, folder: Path) -> tuple[Path, Path]:
     for r in run.results:
         by_comp[r.component].extend(r.comparisons)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
-    html = env.get_template("report.html.j2").render(
-        doc=doc, plots={name: svg_plot(rows) for name, rows in by_comp.items()})
+    html = env.get_template("report.html.j2").render(doc=doc, plots={name: plots(rows) for name, rows in by_comp.items()})
     html_path = folder / "index.html"
     html_path.write_text(html, encoding="utf-8")
     return json_path, html_path

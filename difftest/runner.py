@@ -131,6 +131,11 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
         if checker is not None:
             rows, res.routes = checker(case, lean_out, impls, lean_why_not)
             res.comparisons.extend(rows)
+        bounds, err = _safe(lambda: comp.bound_checks(case, res.f64), "bound check")
+        if bounds is None:
+            raised("float64", "bound", err)
+        else:
+            res.comparisons += bounds
     for dtype in dtypes:
         if dtype == "float64":
             continue

@@ -25,6 +25,7 @@ public import KimiK3.Depth
 public import KimiK3.Graph
 public import KimiK3.Model
 public import KimiK3.Exec
+public import KimiK3.Microscaling
 
 /-!
 # KimiK3

@@ -63,7 +63,9 @@ def generate(checkpoint: str, prompt_ids: str, max_new_tokens: int, dtype: str, 
 @click.option("--out", required=True, help="Output directory.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--shards", default=2, show_default=True, type=click.IntRange(min=1))
-def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -> None:
+@click.option("--quantize", type=click.Choice(["none", "mxfp4"]), default="none", show_default=True,
+              help="mxfp4: routed experts as released (compressed-tensors mxfp4-pack-quantized).")
+def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int, quantize: str) -> None:
     """Write a random checkpoint (config.json + safetensors shards + index; the vision tower and
     projector too when the config has a vision_config)."""
     from pybridge.checkpoint import random_model, save_checkpoint
@@ -72,7 +74,8 @@ def make_random_checkpoint(config_path: str, out: str, seed: int, shards: int) -
 
     cfg = load_config(config_path)
     vision = random_moonvit(cfg.vision, seed, torch.float32) if cfg.vision is not None else None
-    click.echo(str(save_checkpoint(random_model(cfg, seed), config_path, out, shards, vision)))
+    model = random_model(cfg, seed, quantize=None if quantize == "none" else quantize)
+    click.echo(str(save_checkpoint(model, config_path, out, shards, vision)))
 
 
 @cli.command("make-random-draft")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from pybridge import mxfp4
 from pybridge.config import K3Config, VisionConfig
 from pybridge.errors import CheckpointError
 
@@ -78,6 +79,19 @@ def linear(hub: str, spec: str, inp: int, out: tuple[int, ...], how: str = "") -
     return Rule((hub,), (spec,), ((n, inp),), ((inp, *out),),
                 lambda w: (w.T.reshape(inp, *out),), lambda s: (s.reshape(inp, n).T,),
                 how or ("`weight.T`" if len(out) == 1 else f"`weight.T` viewed `[{inp}, {', '.join(map(str, out))}]`"))
+
+
+def mxfp4_linear(hub: str, spec: str, inp: int, out: int) -> Rule:
+    """A hub MXFP4 linear layer (`{hub}.weight_packed [out, in/2]`, `{hub}.weight_scale
+    [out, in/32]`, `pybridge.mxfp4`) ↔ the spec `[in, out]`: `to_spec` dequantizes exactly (float64)
+    and transposes; `to_hub` quantizes (ceil rule, ties to even), so `to_spec ∘ to_hub` is the
+    dequantized weight, not the identity."""
+    if inp % mxfp4.GROUP:
+        raise CheckpointError(f"'{hub}': MXFP4 input width {inp} is not a multiple of the MX group {mxfp4.GROUP}")
+    return Rule((f"{hub}.weight_packed", f"{hub}.weight_scale"), (spec,),
+                ((out, inp // 2), (out, inp // mxfp4.GROUP)), ((inp, out),),
+                lambda p, s: (mxfp4.dequantize(p, s).T,), lambda w: mxfp4.quantize(w.T),
+                "MXFP4: `dequantize(weight_packed, weight_scale).T` (pybridge.mxfp4)")
 
 
 def linear_out_heads(hub: str, spec: str, heads: int, width: int, out: int) -> Rule:
@@ -210,10 +224,15 @@ def mla_rules(cfg: K3Config) -> list[Rule]:
     ]
 
 
-def expert_rules(dim: int, hidden: int, names: tuple[str, str, str] = ("w1", "w3", "w2"), prefix: str = "") -> list[Rule]:
+def expert_rules(dim: int, hidden: int, names: tuple[str, str, str] = ("w1", "w3", "w2"), prefix: str = "",
+                 quantized: bool = False) -> list[Rule]:
     """A SiTU expert (spec `Expert`: gateWeight, upWeight, downWeight) ↔ hub gate/up/down Linear
-    weights (`w1`/`w3`/`w2` for a routed expert, `gate_proj`/`up_proj`/`down_proj` for an MLP)."""
+    weights (`w1`/`w3`/`w2` for a routed expert, `gate_proj`/`up_proj`/`down_proj` for an MLP);
+    `quantized`: MXFP4 layers (`mxfp4_linear`)."""
     gate, up, down = names
+    if quantized:
+        return [mxfp4_linear(gate, f"{prefix}gateWeight", dim, hidden), mxfp4_linear(up, f"{prefix}upWeight", dim, hidden),
+                mxfp4_linear(down, f"{prefix}downWeight", hidden, dim)]
     return [
         linear(f"{gate}.weight", f"{prefix}gateWeight", dim, (hidden,)),
         linear(f"{up}.weight", f"{prefix}upWeight", dim, (hidden,)),
@@ -226,11 +245,12 @@ def mlp_rules(cfg: K3Config) -> list[Rule]:
     return expert_rules(cfg.hidden_size, cfg.intermediate_size, ("gate_proj", "up_proj", "down_proj"))
 
 
-def moe_rules(cfg: K3Config) -> list[Rule]:
+def moe_rules(cfg: K3Config, quantized: bool = False) -> list[Rule]:
     """Stable LatentMoE (spec `StableLatentMoE`; graph names of `channel_latent_moe_tiny`) ↔ hub
     `block_sparse_moe`. Spec names relative to the layer: `router.weight`, `router.bias`,
     `moe.shared.{gate,up,down}[j]`, `moe.expert.{gate,up,down}[e]`, `moe.downProject`,
-    `moe.upProject`, `moe.routedNormScale`."""
+    `moe.upProject`, `moe.routedNormScale`. `quantized`: the routed experts are MXFP4, as
+    released (`mxfp4_linear`)."""
     D, E, S, h, L = (cfg.hidden_size, cfg.num_experts, cfg.num_shared_experts, cfg.moe_intermediate_size,
                      cfg.routed_expert_hidden_size)
     rules = [
@@ -245,6 +265,9 @@ def moe_rules(cfg: K3Config) -> list[Rule]:
     ]
     for e in range(E):
         for hub, spec, shape in (("w1", "gate", (L, h)), ("w3", "up", (L, h)), ("w2", "down", (h, L))):
+            if quantized:
+                rules.append(mxfp4_linear(f"experts.{e}.{hub}", f"moe.expert.{spec}[{e}]", *shape))
+                continue
             r = linear(f"experts.{e}.{hub}.weight", f"moe.expert.{spec}[{e}]", shape[0], (shape[1],))
             rules.append(Rule(r.hub, r.spec, r.hub_shapes, r.spec_shapes, r.to_spec, r.to_hub,
                               "`weight.T` (w1 gate, w3 up, w2 down)", (f"experts.{{e}}.{hub}.weight",),
@@ -262,8 +285,9 @@ def attnres_rules(cfg: K3Config, hub_norm: str, hub_proj: str, spec: str) -> lis
             same(f"{hub_norm}.weight", f"{spec}.norm_gain", (D,), "same tensor (the score's RMSNorm gain)")]
 
 
-def layer_rules(cfg: K3Config, i: int) -> list[Rule]:
-    """Every rule of 0-based layer `i` (hub `model.layers.{i}.`, spec `layers.{i+1}.`)."""
+def layer_rules(cfg: K3Config, i: int, quantized: bool = False) -> list[Rule]:
+    """Every rule of 0-based layer `i` (hub `model.layers.{i}.`, spec `layers.{i+1}.`);
+    `quantized`: MXFP4 routed experts (`moe_rules`)."""
     D = cfg.hidden_size
     rules = [
         *attnres_rules(cfg, "self_attention_res_norm", "self_attention_res_proj", "seq_res"),
@@ -274,20 +298,21 @@ def layer_rules(cfg: K3Config, i: int) -> list[Rule]:
     mixer = ("mla.", mla_rules(cfg)) if cfg.is_mla(i) else ("kda.", kda_rules(cfg))
     rules += [r.prefixed("self_attn.", mixer[0]) for r in mixer[1]]
     if cfg.is_moe(i):
-        rules += [r.prefixed("block_sparse_moe.", "") for r in moe_rules(cfg)]
+        rules += [r.prefixed("block_sparse_moe.", "") for r in moe_rules(cfg, quantized)]
     else:
         rules += [r.prefixed("mlp.", "mlp.") for r in mlp_rules(cfg)]
     return [r.prefixed(f"model.layers.{i}.", f"layers.{i + 1}.") for r in rules]
 
 
-def model_rules(cfg: K3Config) -> list[Rule]:
+def model_rules(cfg: K3Config, quantized: bool = False) -> list[Rule]:
     """Every rule of the whole language model. With tied embeddings the hub has no
-    `lm_head.weight` and the spec head is the embedding's transpose (no separate tensor)."""
+    `lm_head.weight` and the spec head is the embedding's transpose (no separate tensor);
+    `quantized`: MXFP4 routed experts, as released (`moe_rules`)."""
     D = cfg.hidden_size
     rules = [same("model.embed_tokens.weight", "token_embedding", (cfg.vocab_size, D),
                   "same tensor (row t embeds token t)")]
     for i in range(cfg.num_hidden_layers):
-        rules += layer_rules(cfg, i)
+        rules += layer_rules(cfg, i, quantized)
     rules += [
         *attnres_rules(cfg, "model.output_attn_res_norm", "model.output_attn_res_proj", "final_res"),
         same("model.norm.weight", "final_norm.scale", (D,)),
@@ -333,9 +358,10 @@ def to_hub(rules: list[Rule], spec: Mapping[str, torch.Tensor]) -> dict[str, tor
     return out
 
 
-def hub_to_spec(cfg: K3Config, hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def hub_to_spec(cfg: K3Config, hub: Mapping[str, torch.Tensor], quantized: bool = False) -> dict[str, torch.Tensor]:
     """The whole model's spec parameters from a hub state dict (`model.state_dict()`); with tied
-    embeddings a `lm_head.weight` entry, if present, must be the embedding and is dropped."""
+    embeddings a `lm_head.weight` entry, if present, must be the embedding and is dropped;
+    `quantized`: the routed experts are MXFP4 (`weight_packed`/`weight_scale`), dequantized."""
     hub = dict(hub)
     if cfg.tie_word_embeddings and "lm_head.weight" in hub:
         head = hub.pop("lm_head.weight")
@@ -343,12 +369,13 @@ def hub_to_spec(cfg: K3Config, hub: Mapping[str, torch.Tensor]) -> dict[str, tor
         if emb is not None and (head.shape != emb.shape or not torch.equal(head, emb)):
             raise CheckpointError("hub tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' "
                                   "although tie_word_embeddings is true")
-    return to_spec(model_rules(cfg), hub)
+    return to_spec(model_rules(cfg, quantized), hub)
 
 
-def spec_to_hub(cfg: K3Config, spec: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The hub state dict of the whole model from its spec parameters (tied: no `lm_head.weight`)."""
-    return to_hub(model_rules(cfg), spec)
+def spec_to_hub(cfg: K3Config, spec: Mapping[str, torch.Tensor], quantized: bool = False) -> dict[str, torch.Tensor]:
+    """The hub state dict of the whole model from its spec parameters (tied: no `lm_head.weight`;
+    `quantized`: the routed experts quantized to MXFP4)."""
+    return to_hub(model_rules(cfg, quantized), spec)
 
 
 def stage_route(spec: Mapping[str, torch.Tensor], route: Sequence[int], prefix: str = "") -> dict[str, torch.Tensor]:

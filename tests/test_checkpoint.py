@@ -1,6 +1,7 @@
 """Checkpoint loading end to end: random checkpoint round trip, the CLI, and
 hypothesis-generated malformed checkpoints/configs that must give a clear error naming the
-tensor, file or field (never another exception type, never a traceback)."""
+tensor, file or field (never another exception type, never a traceback); the same for MXFP4
+checkpoints (the released layout) and their malformed quantized tensors."""
 
 import json
 import os
@@ -16,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
+from pybridge import mxfp4
 from pybridge.__main__ import main
-from pybridge.checkpoint import INDEX_NAME, load_checkpoint, random_model, save_checkpoint
+from pybridge.checkpoint import INDEX_NAME, load_checkpoint, load_spec_params, random_model, save_checkpoint
 from pybridge.config import config_from_dict, load_config
 from pybridge.errors import CheckpointError, ConfigError
 
@@ -250,3 +252,126 @@ def test_cli_errors_have_no_traceback(ckpt_dir, tmp_path, monkeypatch, capsys):
         err = capsys.readouterr().err
         assert exit_info.value.code == 2
         assert err.startswith("error: ") and fragment in err and "Traceback" not in err
+
+
+# ---- MXFP4 checkpoints (the released layout: routed experts `weight_packed` / `weight_scale`) ----
+
+TINY_MX = TINY.parents[1] / "tiny-mx" / "config.json"
+
+
+@pytest.fixture(scope="module")
+def mx_dir(tmp_path_factory) -> Path:
+    model = random_model(load_config(TINY_MX), seed=5, quantize="mxfp4")
+    return save_checkpoint(model, TINY_MX, tmp_path_factory.mktemp("mx"), num_shards=3)
+
+
+def test_mxfp4_checkpoint_round_trip_and_generate(mx_dir):
+    """Written and read back exactly; the model generates as a dense one holding the dequantized
+    expert weights; the spec parameters are the dequantized weights (through the adapter)."""
+    original = random_model(load_config(TINY_MX), seed=5, quantize="mxfp4")
+    loaded = load_checkpoint(mx_dir)
+    assert original.state_dict().keys() == loaded.state_dict().keys()
+    assert all(torch.equal(t, loaded.state_dict()[k]) for k, t in original.state_dict().items())
+    packed = loaded.state_dict()["model.layers.1.block_sparse_moe.experts.2.w1.weight_packed"]
+    scale = loaded.state_dict()["model.layers.1.block_sparse_moe.experts.2.w1.weight_scale"]
+    # w1 [hidden 32, latent 64]: 32 bytes and 2 groups per row
+    assert (packed.dtype, list(packed.shape), scale.dtype, list(scale.shape)) == (torch.uint8, [32, 32], torch.uint8, [32, 2])
+    dense = random_model(load_config(TINY_MX), seed=5)
+    with torch.no_grad():
+        for name, p in dense.named_parameters():
+            if ".experts." in name:
+                base = name.removesuffix(".weight")
+                p.copy_(mxfp4.dequantize(original.state_dict()[base + ".weight_packed"],
+                                         original.state_dict()[base + ".weight_scale"], torch.float32))
+    prompt = torch.tensor([[1, 2, 3]])
+    assert torch.equal(loaded.generate(prompt, 8), dense.generate(prompt, 8))
+    _, spec = load_spec_params(mx_dir)
+    hub = original.state_dict()
+    want = mxfp4.dequantize(hub["model.layers.2.block_sparse_moe.experts.4.w2.weight_packed"],
+                            hub["model.layers.2.block_sparse_moe.experts.4.w2.weight_scale"]).T
+    assert torch.equal(spec["layers.3.moe.expert.down[4]"], want)
+    assert json.loads((mx_dir / "config.json").read_text())["quantization_config"]["format"] == "mxfp4-pack-quantized"
+
+
+def test_cli_mxfp4_checkpoint_generates(tmp_path):
+    out = tmp_path / "k3mx"
+    made = run_cli("make-random-checkpoint", "--config", str(TINY_MX), "--out", str(out), "--seed", "6", "--quantize", "mxfp4")
+    assert made.returncode == 0, made.stderr
+    res = run_cli("generate", "--checkpoint", str(out), "--prompt-ids", "4,5,6", "--max-new-tokens", "8")
+    assert res.returncode == 0, res.stderr
+    want = random_model(load_config(TINY_MX), seed=6, quantize="mxfp4").generate(torch.tensor([[4, 5, 6]]), 8)
+    assert [int(t) for t in res.stdout.strip().split(",")] == want[0].tolist()
+    bad = run_cli("make-random-checkpoint", "--config", str(TINY), "--out", str(tmp_path / "no"), "--quantize", "mxfp4")
+    assert bad.returncode == 2 and "routed_expert_hidden_size" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_mxfp4_config_with_misaligned_expert_widths_is_named(mx_dir, tmp_path):
+    d = copy_of(mx_dir, tmp_path / "mis")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps(dict(cfg, routed_expert_hidden_size=48)))
+    for load in (load_checkpoint, load_spec_params):
+        with pytest.raises(ConfigError, match=r"config\.json: MXFP4 routed experts need field 'routed_expert_hidden_size' \(48\)"):
+            load(d)
+
+
+MX_PACKED = [k for k in random_model(load_config(TINY_MX), seed=0, quantize="mxfp4").state_dict()
+             if k.endswith(".weight_packed")]
+MX_MUTATIONS = ["scale_shape", "odd_packed", "nan_scale", "drop_scale", "packed_dtype", "no_quantization_config",
+                "bad_format"]
+
+
+def mutate_mx(d: Path, kind: str, packed_name: str, data: st.DataObject) -> list[str]:
+    """Apply one defect to an MXFP4 pair; return the texts the error message must contain."""
+    scale_name = packed_name.replace("_packed", "_scale")
+    index = json.loads((d / INDEX_NAME).read_text())
+    if kind in ("no_quantization_config", "bad_format"):
+        cfg = json.loads((d / "config.json").read_text())
+        if kind == "bad_format":
+            cfg["quantization_config"]["format"] = data.draw(st.sampled_from(["nvfp4-pack-quantized", "pack-quantized", 4]))
+        else:
+            del cfg["quantization_config"]
+        (d / "config.json").write_text(json.dumps(cfg))
+        return ["quantization_config"] + ([".weight_packed' (in model-", "MXFP4-packed"] if kind == "no_quantization_config"
+                                          else ["config.json"])
+    target = packed_name if kind in ("odd_packed", "packed_dtype", "drop_scale") else scale_name
+    shard = d / index["weight_map"][target]
+    tensors = load_file(str(shard))
+    scale_shard = d / index["weight_map"][scale_name]
+    if kind == "scale_shape":
+        s = tensors[scale_name]
+        tensors[scale_name] = data.draw(st.sampled_from([s.T.contiguous(), torch.cat([s, s], 1), s[:-1], s.reshape(-1)]))
+    elif kind == "odd_packed":
+        p = tensors[packed_name]
+        tensors[packed_name] = p[:, : p.shape[1] - data.draw(st.integers(1, 15))].contiguous()
+    elif kind == "nan_scale":
+        s = tensors[scale_name].clone()
+        s.view(-1)[data.draw(st.integers(0, s.numel() - 1))] = 255
+        tensors[scale_name] = s
+    elif kind == "drop_scale":
+        other = load_file(str(scale_shard))
+        del other[scale_name]
+        del index["weight_map"][scale_name]
+        save_file(other, str(scale_shard))
+        tensors = load_file(str(shard)) if shard == scale_shard else tensors
+    elif kind == "packed_dtype":
+        tensors[packed_name] = tensors[packed_name].to(data.draw(st.sampled_from([torch.int8, torch.float32, torch.int32])))
+    save_file(tensors, str(shard))
+    (d / INDEX_NAME).write_text(json.dumps(index))
+    return [packed_name if kind in ("odd_packed", "packed_dtype", "drop_scale") else scale_name, shard.name]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(MX_MUTATIONS), name=st.sampled_from(MX_PACKED), data=st.data())
+def test_malformed_mxfp4_tensor_gives_named_error(mx_dir, kind, name, data):
+    """A wrong scale shape, packed rows that are not whole groups, the NaN scale code, a missing
+    scale, a non-uint8 packed tensor, a missing or foreign quantization_config: one error naming
+    the tensor and its file (or the config field), from both loaders."""
+    d = copy_of(mx_dir)
+    try:
+        must_mention = mutate_mx(d, kind, name, data)
+        for load in (load_checkpoint, load_spec_params):
+            with pytest.raises((CheckpointError, ConfigError)) as err:
+                load(d)
+            assert all(m in str(err.value) for m in must_mention), (must_mention, str(err.value))
+    finally:
+        shutil.rmtree(d)

@@ -35,7 +35,10 @@ def test_three_way_run_is_green(lean_run) -> None:
     assert default and lean_run.lean_record["ran"] == len(default)
     pairs = {(c.component, c.impl, c.ref) for r in lean_run.results for c in r.comparisons}
     for comp in default:
-        assert {(comp.name, "lean", "torch"), (comp.name, "lean", "numpy"), (comp.name, "torch", "graph")} <= pairs
+        assert {(comp.name, "lean", "torch"), (comp.name, "lean", "numpy")} <= pairs
+        if comp.graph_file is None:  # mxfp4_expert: no export at MX-aligned widths
+            continue
+        assert (comp.name, "torch", "graph") in pairs
         # attnres's graph computes only the retrievals over its exported source count (`*_g`)
         assert comp.name == "attnres" or (comp.name, "lean", "graph") in pairs
 

@@ -16,6 +16,7 @@ from difftest.components.base import Component, ErrorModel, LowpCheck
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
+from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 from difftest.components.speculative import SpeculativeStepComponent
 
@@ -23,7 +24,7 @@ COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
-        AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(),
+        AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(), MXFP4ExpertComponent(),
     )
 }
 

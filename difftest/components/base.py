@@ -181,6 +181,11 @@ class Component:
         """Outputs compared exactly (integers such as routes), not under a tolerance."""
         return ()
 
+    def bound_checks(self, case: Case, f64: dict[str, dict[str, np.ndarray]]) -> list:
+        """Comparisons of the float64 legs' outputs (`f64`: leg -> outputs) against a proved
+        bound rather than each other (`compare.Comparison`s, reference "bound"; none by default)."""
+        return []
+
 
 class ExecComponent(Component):
     """A component whose Lean template calls the executable specification (`KimiK3.Exec`,
