@@ -102,6 +102,13 @@ def case_key(component, case: Case, sources_hash: str) -> str:
     return hashlib.sha256((sources_hash + component.name + case.digest() + body).encode()).hexdigest()[:32]
 
 
+def item_keys(items: list[tuple[object, Case]]) -> list[str]:
+    """The cache key of each (component, case). A case's key covers its own component's modules,
+    not the batch's union: its result does not depend on which components share its Lean run."""
+    hashes = {t: _sources_hash(t) for t in dict.fromkeys(tuple(c.lean_targets) for c, _ in items)}
+    return [case_key(c, case, hashes[tuple(c.lean_targets)]) for c, case in items]
+
+
 def render_batch(items: list[tuple[object, Case]], targets: tuple[str, ...]) -> str:
     """The whole generated Lean file for `items` (component, case)."""
     cases = [
@@ -146,9 +153,8 @@ def evaluate(
     targets = tuple(dict.fromkeys(t for component, _ in items for t in component.lean_targets))
     if not items:
         return [], {"cached": 0, "ran": 0, "seconds": 0.0, "from_cache": []}
-    shash = _sources_hash(targets)
     folder = cache_dir()
-    keys = [case_key(c, case, shash) for c, case in items]
+    keys = item_keys(items)
     results: list[dict[str, np.ndarray] | None] = [None] * len(items)
     if use_cache:
         for i, key in enumerate(keys):

@@ -95,6 +95,18 @@ def test_lean_cache_key_covers_the_configuration_values(monkeypatch) -> None:
     assert lean.case_key(comp, view, "h") != before
 
 
+def test_lean_cache_key_of_a_case_does_not_depend_on_the_other_components_of_the_run() -> None:
+    """A case's key covers its own component's modules: an `expert` case run alone reuses the
+    result of the same case run beside `decoder_step` (whose Lean modules differ)."""
+    (comp, case), = runner.build_cases(["expert"], 1, seed=0)
+    (dcomp, dcase), = runner.build_cases(["decoder_step"], 1, seed=0)
+    assert tuple(dcomp.lean_targets) != tuple(comp.lean_targets)
+    item = (comp, comp.lean_case(case))
+    alone, = lean.item_keys([item])
+    beside, _ = lean.item_keys([item, (dcomp, dcomp.lean_case(dcase))])
+    assert alone == beside
+
+
 def test_lean_output_parsing_uses_exact_bits() -> None:
     comp, case = runner.build_cases(["expert"], 1, seed=0)[0]
     case = comp.lean_case(case)
