@@ -25,6 +25,7 @@ import math
 from pathlib import Path
 
 import torch
+from torch import nn
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
@@ -242,8 +243,9 @@ def load_vision_spec_params(path: str | Path, dtype: torch.dtype = torch.float64
     return adapter.vision_to_spec(vision, {k: v.to(dtype) for k, v in tensors.items()})
 
 
-def init_random_(model: KimiK3ForCausalLM, seed: int) -> KimiK3ForCausalLM:
-    """Deterministic random weights with stable magnitudes (for tests and the CLI demo).
+def init_random_(model: nn.Module, seed: int) -> nn.Module:
+    """Deterministic random weights with stable magnitudes (for tests and the CLI demo), by
+    parameter name, so any module under hub names (the model, the EAGLE-3 draft) can use them.
     Norm scales are near 1, A_log = log(U(1, 16)) as in the hub init, selection biases small."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():

@@ -33,7 +33,6 @@ low/mid/high are not given):
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from pybridge.attnres import DepthState, retrieve
-from pybridge.checkpoint import MAX_LISTED, read_tensors
+from pybridge.checkpoint import MAX_LISTED, init_random_, read_tensors
 from pybridge.config import K3Config, config_from_dict
 from pybridge.errors import CheckpointError, ConfigError
 from pybridge.layers import RMSNorm, compute_dtype, lin
@@ -191,16 +190,8 @@ def target_pass(target: KimiK3ForCausalLM, ids_bt: torch.Tensor, cache, feature_
 
 
 def init_draft_(draft: EagleDraft, seed: int) -> EagleDraft:
-    """Deterministic random weights (as `checkpoint.init_random_`), then fc = [0 0 I]."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in draft.named_parameters():
-            if "norm" in name:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("e_score_correction_bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
+    """Deterministic random weights by the target's rules (`checkpoint.init_random_`), then fc = [0 0 I]."""
+    init_random_(draft, seed)
     draft.fc.reset_to_high_()
     return draft
 
