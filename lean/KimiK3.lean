@@ -19,6 +19,7 @@ public import KimiK3.Core.Examples
 public import KimiK3.Core.GraphExamples
 public import KimiK3.Core.Json
 public import KimiK3.Core.NamedVars
+public import KimiK3.Core.Trig
 public import KimiK3.Channel
 public import KimiK3.Sequence
 public import KimiK3.Depth
