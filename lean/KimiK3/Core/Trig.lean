@@ -119,4 +119,47 @@ class TrigLaws (α : Type) extends ScalarLaws α, TrigScalar α where
   /-- `π` is positive. -/
   pi_pos : 0 < (TrigScalar.pi : α)
 
+namespace Trig
+
+/-! The laws of `TrigLaws` restated through `TrigScalar`'s operations, the form definitions over
+`[TrigScalar α]` produce (a class field of `TrigLaws` is its own constant, equal to the
+`TrigScalar` operation only after unfolding the parent projection). Proofs use these. -/
+
+variable {α : Type} [TrigLaws α]
+
+theorem sin_sq_add_cos_sq (x : α) :
+    TrigScalar.sin x * TrigScalar.sin x + TrigScalar.cos x * TrigScalar.cos x = 1 :=
+  TrigLaws.sin_sq_add_cos_sq x
+
+theorem cos_sub (x y : α) :
+    TrigScalar.cos (x - y) = TrigScalar.cos x * TrigScalar.cos y + TrigScalar.sin x * TrigScalar.sin y :=
+  TrigLaws.cos_sub x y
+
+theorem sin_sub (x y : α) :
+    TrigScalar.sin (x - y) = TrigScalar.sin x * TrigScalar.cos y - TrigScalar.cos x * TrigScalar.sin y :=
+  TrigLaws.sin_sub x y
+
+theorem erf_neg (x : α) : TrigScalar.erf (-x) = -TrigScalar.erf x := TrigLaws.erf_neg x
+
+theorem neg_one_le_erf (x : α) : -1 ≤ TrigScalar.erf x := TrigLaws.neg_one_le_erf x
+
+theorem erf_le_one (x : α) : TrigScalar.erf x ≤ 1 := TrigLaws.erf_le_one x
+
+theorem pi_pos : 0 < (TrigScalar.pi : α) := TrigLaws.pi_pos
+
+/-- `cos 0 = 1` (from `cos (0 − 0) = cos² 0 + sin² 0 = 1`). -/
+theorem cos_zero : TrigScalar.cos (0 : α) = 1 := by
+  have h := cos_sub (0 : α) 0
+  have h1 := sin_sq_add_cos_sq (0 : α)
+  have e : (0 : α) - 0 = 0 := by grind
+  rw [e] at h; grind
+
+/-- `sin 0 = 0` (from `sin (0 − 0) = sin 0 cos 0 − cos 0 sin 0 = 0`). -/
+theorem sin_zero : TrigScalar.sin (0 : α) = 0 := by
+  have h := sin_sub (0 : α) 0
+  have e : (0 : α) - 0 = 0 := by grind
+  rw [e] at h; grind
+
+end Trig
+
 end KimiK3
