@@ -2,6 +2,9 @@ module
 
 public import KimiK3.Vision.Config
 public import KimiK3.Vision.Embed
+public import KimiK3.Vision.Block
+public import KimiK3.Vision.Merge
+public import KimiK3.Vision.Splice
 
 /-!
 # MoonViT-V2 (k3-spec §2.9, §7)
