@@ -202,6 +202,31 @@ def tinyVision : VisionConfig where
   projectorEps := ⟨7, 5⟩
   ropeTheta := 10000
 
+/-- **The hub `vision_config` fields of a vision configuration** as one JSON object (with the
+four widths `Config` holds), and the encoder and projector parameter counts under the extension
+keys `k3spec_encoder_parameters`, `k3spec_divided_encoder_parameters`,
+`k3spec_projector_parameters`, so a test compares them with the fixtures and with pybridge. -/
+def VisionConfig.toJson (c : Config) (v : VisionConfig) : String :=
+  "{" ++ Config.joinComma [
+    Config.jsonField "patch_size" (toString v.patchSize),
+    Config.jsonField "in_channels" (toString v.inChannels),
+    Config.jsonField "vt_hidden_size" (toString c.visionHiddenDim),
+    Config.jsonField "qkv_hidden_size" (toString c.visionQkvDim),
+    Config.jsonField "vt_intermediate_size" (toString v.mlpDim),
+    Config.jsonField "vt_num_hidden_layers" (toString v.numLayers),
+    Config.jsonField "vt_num_attention_heads" (toString c.visionHeads),
+    Config.jsonField "init_pos_emb_height" (toString v.posHeight),
+    Config.jsonField "init_pos_emb_width" (toString v.posWidth),
+    Config.jsonField "init_pos_emb_time" (toString v.maxFrames),
+    Config.jsonField "merge_kernel_size" (Config.natArray [v.mergeHeight, v.mergeWidth]),
+    Config.jsonField "text_hidden_size" (toString c.visionOutputDim),
+    Config.jsonField "rms_norm_eps" v.normEps.toJson,
+    Config.jsonField "projector_ln_eps" v.projectorEps.toJson,
+    Config.jsonField "rope_theta" (toString v.ropeTheta),
+    Config.jsonField "k3spec_encoder_parameters" (toString (countAll (encoderShapes c v))),
+    Config.jsonField "k3spec_divided_encoder_parameters" (toString (countAll (dividedEncoderShapes c v))),
+    Config.jsonField "k3spec_projector_parameters" (toString (countAll (projectorShapes c v)))] ++ "}"
+
 /-- **The checkpoint's encoder has 401,214,464 parameters** (report Table 1: 401 M), from the
 configuration's fields. -/
 theorem paper_encoder_params : countAll (encoderShapes paperConfig paperVision) = 401214464 := by
