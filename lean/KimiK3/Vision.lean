@@ -5,6 +5,7 @@ public import KimiK3.Vision.Embed
 public import KimiK3.Vision.Block
 public import KimiK3.Vision.Merge
 public import KimiK3.Vision.Splice
+public import KimiK3.Vision.EmbedGraph
 
 /-!
 # MoonViT-V2 (k3-spec §2.9, §7)
