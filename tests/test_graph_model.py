@@ -105,3 +105,46 @@ def test_small_fixtures_closed_form() -> None:
     g, W, x = r(4), r(4, 4), r(2, 4)
     out = _run("rms_mlp.json", {"g": g, "W": W}, {"x": x})
     assert_close(out["y"], torch.tanh(rms_norm(x, 1e-6, g) @ W))
+
+
+def _interpolation_matrix(m: int, n: int, align_corners: bool = False) -> torch.Tensor:
+    """The `[n, m]` bilinear resampling matrix (half-pixel centres unless `align_corners`), read off
+    torch's `F.interpolate` on the identity (independent of the Lean and the reference's integer
+    formula)."""
+    eye = torch.eye(m, dtype=F64).reshape(1, m, m, 1)  # channel i = unit vector e_i along the axis
+    out = torch.nn.functional.interpolate(eye, size=(n, 1), mode="bilinear", align_corners=align_corners)
+    return out.reshape(m, n).T
+
+
+def test_vision_embed_graph_equals_reference_embedding() -> None:
+    """The Lean patch-embedding graph (2 frames of 6 × 4 patches, a 4 × 6 table: both axes
+    resampled) equals `moonvit_reference.embed_clip` with the same weights; the graph's row, column
+    and time inputs come from `F.interpolate` and the sincos definition."""
+    from pybridge import moonvit_reference
+
+    vis = load_config(TINY).vision
+    graph = load_graph(GRAPHS / "vision_embed_tiny.json")
+    t, h, w, D = 2, 6, 4, vis.hidden_size
+    gen = torch.Generator().manual_seed(0)
+    sd = {
+        "vision_tower.patch_embed.proj.weight": torch.randn(D, vis.in_channels, vis.patch_size, vis.patch_size,
+                                                            generator=gen, dtype=F64),
+        "vision_tower.patch_embed.pos_emb.weight": torch.randn(vis.pos_emb_height, vis.pos_emb_width, D,
+                                                               generator=gen, dtype=F64),
+    }
+    patches_np = torch.randn(t * h * w, vis.patch_dim, generator=gen, dtype=F64)
+    want_nd = moonvit_reference.embed_clip(vis, sd, patches_np, (t, h, w))
+    half = D // 2
+    omega = torch.tensor([10000.0 ** (-c / half) for c in range(half)], dtype=F64)
+    angle_fc = torch.arange(t, dtype=F64)[:, None] * omega[None, :]
+    params = {"patchWeight": sd["vision_tower.patch_embed.proj.weight"].reshape(D, -1).T,
+              "posTable": sd["vision_tower.patch_embed.pos_emb.weight"]}
+    inputs = {"patches": patches_np, "rows": _interpolation_matrix(vis.pos_emb_height, h),
+              "cols": _interpolation_matrix(vis.pos_emb_width, w),
+              "time": torch.cat([angle_fc.sin(), angle_fc.cos()], dim=1)}
+    got_nd = compile_graph(graph)(params, inputs)["embedding"]
+    assert_close(got_nd, want_nd)
+    # planted bugs are caught: no time rows; align_corners=True interpolation weights
+    for bad in ({"time": 0 * inputs["time"]}, {"rows": _interpolation_matrix(vis.pos_emb_height, h, True),
+                                                "cols": _interpolation_matrix(vis.pos_emb_width, w, True)}):
+        assert float((compile_graph(graph)(params, inputs | bad)["embedding"] - want_nd).abs().max()) > 1e-3

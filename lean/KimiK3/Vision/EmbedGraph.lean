@@ -19,7 +19,7 @@ and inputs `patches [t·h·w, P]`, `rows [h, m₁]`, `cols [w, m₂]` (the bilin
 Proved: the reshape coordinates it uses (`reshape_flattenTail_apply`, `reshape_splitTail_apply`,
 `reshape_flattenHead_apply`), and **`specFwd_eq_embed`**: the graph computes `Vision.embed` for
 every grid, frame count, table size, width and patch size. `modelTiny` is the tiny configuration's
-instance (`fixtures/tiny/config.json`: 2 frames of 4 × 6 patches of 27 values, width 20, a 4 × 6
+instance (`fixtures/tiny/config.json`: 2 frames of 6 × 4 patches of 27 values, width 20, a 4 × 6
 table), exported as `fixtures/graphs/vision_embed_tiny.json`.
 -/
 
@@ -159,8 +159,9 @@ def inputs {t h w P D m₁ m₂ R : Nat} (patches : Tensor α [t * (h * w), P]) 
   .cons patches (.cons g.rows (.cons g.cols (.cons g.time .nil)))
 
 /-- **The tiny embedding graph** (`fixtures/tiny/config.json`'s `vision_config`): 2 frames of
-4 × 6 patches of `3·3·3 = 27` values, width 20, the 4 × 6 table. -/
-def modelTiny : Model Float := model 2 4 6 27 20 4 6
+6 × 4 patches (rows ≠ columns, both axes resampled: 4 table rows up to 6, 6 columns down
+to 4) of `3·3·3 = 27` values, width 20, the 4 × 6 table. -/
+def modelTiny : Model Float := model 2 6 4 27 20 4 6
 
 variable [Scalar α]
 
