@@ -31,8 +31,9 @@ source. When the current source's remaining surplus is smaller than the next def
 the remainder to the next overloaded rank (whose only source it becomes) instead of splitting
 the deficit over two sources. A rank hands on less than S K that way, so a source never gives
 more than its home load. Within a source, its hottest home experts go to its destinations first.
-Lean proves the counting statements (seed, `Parallel/Experts.lean` in the project catalogue);
-this planner and the migration runtime are not verified (docs/parallel.md).
+The seed formalization proves the two counting statements (its `MoonEP.lean`, read for the
+statement shapes only); this project's Lean half of them is not written yet, and this planner and
+any migration runtime are not verified (docs/parallel.md).
 """
 
 from __future__ import annotations
@@ -154,17 +155,18 @@ def _dispatch(counts_re: torch.Tensor, processed_er: list[list[int]]) -> torch.T
     """Splits each expert's per-source assignments over the ranks processing it, in rank order
     on both sides (the destinations' totals are `processed_er`)."""
     ranks, experts = counts_re.shape
-    dispatch_rre = torch.zeros(ranks, ranks, experts, dtype=torch.int64)
+    counts = counts_re.tolist()
+    dispatch_rre = [[[0] * experts for _ in range(ranks)] for _ in range(ranks)]
     for e in range(experts):
         want = list(processed_er[e])
         r = 0
         for a in range(ranks):
-            have = int(counts_re[a, e])
+            have = counts[a][e]
             while have:
                 while want[r] == 0:
                     r += 1
                 take = min(have, want[r])
-                dispatch_rre[a, r, e] += take
+                dispatch_rre[a][r][e] += take
                 want[r] -= take
                 have -= take
-    return dispatch_rre
+    return torch.tensor(dispatch_rre, dtype=torch.int64)

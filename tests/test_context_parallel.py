@@ -14,13 +14,14 @@ runs is 1.6e-15. The planted bugs move the outputs by 2.2 and 3.6 (the states by
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
+import multiprocessing
 import socket
-import subprocess
-import sys
+import time
 from pathlib import Path
 
+import cp_worker
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -32,9 +33,9 @@ from pybridge.kda import kda_chunked, kda_recurrent
 F64 = torch.float64
 ATOL = 1e-12
 SCALE = 0.7
-REPO = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
 torch.set_num_threads(1)
+FORKSERVER = multiprocessing.get_context("forkserver")
+FORKSERVER.set_forkserver_preload(["torch", "cp_worker"])
 
 
 def kda_inputs(T: int, seed: int, B: int = 2, H: int = 2, K: int = 5, V: int = 7) -> dict[str, torch.Tensor]:
@@ -42,7 +43,10 @@ def kda_inputs(T: int, seed: int, B: int = 2, H: int = 2, K: int = 5, V: int = 7
     (0.95, 1)) and forget fast in the others (alpha in (e^-5, 1)): with short memory alone the
     transitions A vanish over a segment and the order of composition would hardly matter."""
     gen = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=gen, dtype=F64)  # noqa: E731
+
+    def r(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, dtype=F64)
+
     u = torch.rand(B, T, H, K, generator=gen, dtype=F64)
     g = torch.where(torch.arange(K) % 2 == 0, -0.05 * u, -5.0 * u)
     return {"q": r(B, T, H, K), "k": torch.nn.functional.normalize(r(B, T, H, K), dim=-1), "v": r(B, T, H, V),
@@ -51,7 +55,7 @@ def kda_inputs(T: int, seed: int, B: int = 2, H: int = 2, K: int = 5, V: int = 7
 
 def split(x: dict[str, torch.Tensor], lengths: list[int]) -> list[tuple[torch.Tensor, ...]]:
     offsets = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
-    return [tuple(x[n][:, a:b] for n in ("q", "k", "v", "g", "beta")) for a, b in zip(offsets, offsets[1:])]
+    return [tuple(x[n][:, a:b] for n in ("q", "k", "v", "g", "beta")) for a, b in itertools.pairwise(offsets)]
 
 
 def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -99,33 +103,38 @@ def test_reference_composition_equals_whole_sequence(lengths):
 
 
 CASES = {  # world size -> (case name, segment lengths, variants)
-    2: [("uneven", [37, 1], ["honest"]), ("long_first", [1, 45], ["honest"])],
+    2: [("uneven", [37, 1], ["honest"]), ("long_first", [1, 45], ["honest"]), ("bad_heads", [3, 4], ["honest"])],
     4: [("mixed", [1, 30, 17, 9], ["honest", "reversed", "skipping"]), ("equal", [16, 16, 16, 16], ["honest"])],
 }
 
 
 def run_workers(world: int, folder: Path, timeout_s: float = 60) -> None:
-    """`world` worker processes on loopback, all stopped at `timeout_s`."""
+    """`world` worker processes (forked from a forkserver that imports torch and the worker once,
+    instead of once per process) on loopback, all stopped at `timeout_s`."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = [subprocess.Popen([sys.executable, str(REPO / "tests" / "cp_worker.py"), str(folder)], cwd=REPO,
-                              env={**ENV, "RANK": str(r), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
-                                   "MASTER_PORT": str(port)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(world)]
+    procs = [FORKSERVER.Process(target=cp_worker.run_rank, args=(r, world, port, folder)) for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout_s
     try:
-        logs = [p.communicate(timeout=timeout_s)[0] for p in procs]
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
     finally:
         for p in procs:
-            p.kill()
-    for r, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{log}"
+            if p.is_alive():
+                p.kill()
+                p.join()
+    for r, p in enumerate(procs):
+        crash = folder / f"crash_{r}.txt"
+        assert p.exitcode == 0, f"rank {r} exited {p.exitcode}:\n{crash.read_text() if crash.exists() else ''}"
 
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_distributed_prefill_equals_single_process(world, tmp_path):
-    cases = [{"name": n, "lengths": L, "variants": v, "scale": SCALE} for n, L, v in CASES[world]]
+    cases = [{"name": n, "lengths": L, "variants": v, "scale": SCALE, "drop_head_on_last": n == "bad_heads"}
+             for n, L, v in CASES[world]]
     inputs = {}
     for i, c in enumerate(cases):
         inputs[c["name"]] = kda_inputs(sum(c["lengths"]), seed=100 * world + i)
@@ -134,6 +143,11 @@ def test_distributed_prefill_equals_single_process(world, tmp_path):
     run_workers(world, tmp_path)
     for c in cases:
         x, L = inputs[c["name"]], c["lengths"]
+        if c["drop_head_on_last"]:  # every rank names the disagreement, none computes
+            for r in range(world):
+                msg = (tmp_path / f"error_{c['name']}_honest_{r}.txt").read_text()
+                assert msg == f"context-parallel KDA: ranks disagree on [batch, heads, key_dim, value_dim]: {[[2, 2, 5, 7], [2, 1, 5, 7]]}"
+            continue
         o_bthv, S_bhkv = kda_chunked(x["q"], x["k"], x["v"], x["g"], x["beta"], SCALE, x["state"])
         boundaries = [kda_chunked(*split(x, [sum(L[: r + 1])])[0], SCALE, x["state"])[1] for r in range(world)]
         for variant in c["variants"]:

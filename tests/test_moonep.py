@@ -25,18 +25,18 @@ def violations(counts_re: torch.Tensor, S: int, K: int, dispatch_rre: torch.Tens
         out.append("negative count")
     if not torch.equal(dispatch_rre.sum(1), counts_re):
         out.append("assignments not each processed exactly once")
-    processed_er = dispatch_rre.sum(0).T  # [E, R]
+    processed_er = dispatch_rre.sum(0).T.tolist()  # [E][R]
     for r in range(R):
         received = int(dispatch_rre[:, r, :].sum())
         if received != S * K:
             out.append(f"rank {r} processes {received}, not S*K = {S * K} (the static receive buffer)")
-        remote = [e for e in range(E) if processed_er[e, r] > 0 and home[e] != r]
+        remote = [e for e in range(E) if processed_er[e][r] > 0 and home[e] != r]
         if len(remote) > E // R:
             out.append(f"rank {r} holds {len(remote)} redundant experts > E/R = {E // R}")
         if len({home[e] for e in remote}) > 1:
             out.append(f"rank {r} holds redundant experts from several sources {sorted({home[e] for e in remote})}")
     for e in range(E):
-        hosts = int((processed_er[e] > 0).sum())
+        hosts = sum(1 for n in processed_er[e] if n > 0)
         load = int(counts_re[:, e].sum())
         if hosts < -(-load // (S * K)):
             out.append(f"expert {e} (load {load}) on {hosts} ranks < ceil(load / SK)")
