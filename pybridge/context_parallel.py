@@ -89,8 +89,8 @@ def segment_summary_reference(
     k_bthk: torch.Tensor, v_bthv: torch.Tensor, g_bthk: torch.Tensor, beta_bth: torch.Tensor
 ) -> AffineSummary:
     """Lean `KDA.segmentSummary`, plainly: `compose` of the token summaries (O(T K^3))."""
-    like_bhkv = k_bthk.new_zeros(*k_bthk.shape[:1], *k_bthk.shape[2:], v_bthv.shape[-1])
-    T = k_bthk.shape[1]
+    B, T, H, K = k_bthk.shape
+    like_bhkv = k_bthk.new_zeros(B, H, K, v_bthv.shape[-1])
     return compose([token_summary(k_bthk[:, t], v_bthv[:, t], g_bthk[:, t], beta_bth[:, t]) for t in range(T)], like_bhkv)
 
 
@@ -144,6 +144,8 @@ def kda_context_parallel(
     dist.all_gather(shapes, shape, group=group)
     if any(not torch.equal(s, shape) for s in shapes):
         raise InputError(f"context-parallel KDA: ranks disagree on [batch, heads, key_dim, value_dim]: {[s.tolist() for s in shapes]}")
+    if state_bhkv is not None and list(state_bhkv.shape) != [B, H, K, V]:
+        raise InputError(f"context-parallel KDA: rank {rank}'s initial state has shape {list(state_bhkv.shape)}, not {[B, H, K, V]}")
     cd = compute_dtype(q_bthk.dtype)
     s0_bhkv = torch.zeros(B, H, K, V, dtype=cd) if state_bhkv is None else state_bhkv.to(cd)
     local = segment_summary(k_bthk, v_bthv, g_bthk, beta_bth)

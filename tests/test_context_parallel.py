@@ -150,6 +150,7 @@ def test_distributed_prefill_equals_single_process(world, tmp_path):
             continue
         o_bthv, S_bhkv = kda_chunked(x["q"], x["k"], x["v"], x["g"], x["beta"], SCALE, x["state"])
         boundaries = [kda_chunked(*split(x, [sum(L[: r + 1])])[0], SCALE, x["state"])[1] for r in range(world)]
+        reference = cp.kda_context_parallel_reference(split(x, L), SCALE, x["state"])
         for variant in c["variants"]:
             outs = [load_file(tmp_path / f"out_{c['name']}_{variant}_{r}.safetensors") for r in range(world)]
             o_err = max_err(torch.cat([out["o"] for out in outs], dim=1), o_bthv)
@@ -157,6 +158,7 @@ def test_distributed_prefill_equals_single_process(world, tmp_path):
             if variant == "honest":
                 assert o_err < ATOL and state_err < ATOL, (c["name"], o_err, state_err)
                 assert max_err(outs[-1]["state"], S_bhkv) < ATOL
+                assert all(max_err(out["o"], o) < ATOL for out, (o, _) in zip(outs, reference))
             else:  # the planted bug is caught, by far
                 assert o_err > 1e-3 and state_err > 1e-3, (c["name"], variant, o_err, state_err)
 
@@ -167,3 +169,12 @@ def test_empty_segment_is_named(tmp_path, monkeypatch):
     x = kda_inputs(0, seed=1)
     with pytest.raises(InputError, match="segment of rank 3 is empty"):
         cp.kda_context_parallel(x["q"], x["k"], x["v"], x["g"], x["beta"], SCALE, x["state"])
+
+
+def test_mis_shaped_initial_state_is_named(monkeypatch):
+    monkeypatch.setattr(cp.dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(cp.dist, "get_world_size", lambda group=None: 1)
+    monkeypatch.setattr(cp.dist, "all_gather", lambda out, t, group=None: out[0].copy_(t))
+    x = kda_inputs(3, seed=1)
+    with pytest.raises(InputError, match=r"rank 0's initial state has shape \[2, 2, 5, 6\], not \[2, 2, 5, 7\]"):
+        cp.kda_context_parallel(x["q"], x["k"], x["v"], x["g"], x["beta"], SCALE, x["state"][..., :6])
