@@ -1,6 +1,9 @@
 """The report of `difftest checkpoint`: `summary.json` and `index.html` with a per-layer heat map
 of error / tolerance (inline SVG, one column per layer, one row per stage), so that one bad layer
-among 93 stands out, and a per-layer, per-rank table."""
+among 93 stands out, and a per-layer, per-rank table. An MXFP4 checkpoint adds, per expert
+layer, the `mxfp4` entry (what the checked experts' codes decode to, `checkpoint.check_codes`)
+and the heat-map rows `decode` (the codes decode to finite weights) and, with `--master`,
+`quant bound` (error / the proved quantization bound)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,34 @@ from pathlib import Path
 #: heat-map rows: (label, the comparison stages it takes the worst of)
 ROWS = (("seq read", ("seq_read",)), ("seq norm", ("seq_norm",)), ("mixer", ("kda", "mla")),
         ("chan read", ("chan_read",)), ("chan norm", ("chan_norm",)), ("channel", ("mlp", "moe")),
-        ("route", ("route",)), ("shared", ("shared",)), ("experts", ("expert.",)))
+        ("route", ("route",)), ("shared", ("shared",)), ("experts", ("expert.",)), ("decode", ()), ("quant bound", ()))
+#: comparisons of routed experts that have their own heat-map row, by output
+OUTPUT_ROWS = {"decode": "decode", "master_fit": "quant bound", "bound": "quant bound"}
+
+
+def _row(c: dict) -> str | None:
+    """The heat-map row a comparison counts in (None: none)."""
+    if c["output"] in OUTPUT_ROWS and c["component"].startswith("expert."):
+        return OUTPUT_ROWS[c["output"]]
+    return next((label for label, stages in ROWS
+                 if any(c["component"] == s or (s.endswith(".") and c["component"].startswith(s)) for s in stages)), None)
+
+
+def merge_mxfp4(into: dict, add: dict) -> dict:
+    """Two units' `mxfp4` entries as one (counts added, code ranges joined, worst budget)."""
+    if not into:
+        return dict(add)
+    out = dict(into)
+    for k, v in add.items():
+        if k == "scale_codes":
+            out[k] = [min(v[0], into[k][0]), max(v[1], into[k][1])]
+        elif k.startswith(("nonfinite_", "experts")):
+            out[k] = into.get(k, 0) + v
+        elif isinstance(v, float):
+            out[k] = max(into.get(k, 0.0), v)
+        else:
+            out[k] = v
+    return out
 
 
 def _ratio(c: dict) -> float:
@@ -27,7 +57,7 @@ def layer_table(results: list[dict], lost: dict[int, tuple[str, list]]) -> dict[
     def entry(i: int) -> dict:
         return layers.setdefault(i, {"verdict": "pass", "mixer": [], "ranks": [], "units": [], "rows": {},
                                      "failed": [], "failed_experts": [], "errors": [], "seconds": 0.0,
-                                     "peak_rss_mb": 0.0, "bytes_read": 0})
+                                     "peak_rss_mb": 0.0, "bytes_read": 0, "mxfp4": {}})
 
     for r in results:
         u, e = r["unit"], entry(r["unit"]["layer"])
@@ -38,13 +68,15 @@ def layer_table(results: list[dict], lost: dict[int, tuple[str, list]]) -> dict[
         e["seconds"] = round(e["seconds"] + r["seconds"], 2)
         e["peak_rss_mb"] = max(e["peak_rss_mb"], r["peak_rss_mb"])
         e["bytes_read"] += r["bytes_read"]
+        if r.get("mxfp4"):
+            e["mxfp4"] = merge_mxfp4(e["mxfp4"], r["mxfp4"])
         if r["error"]:
             e["errors"].append(r["error"])
             e["verdict"] = "ERROR"
         for c in r["comparisons"]:
-            for label, stages in ROWS:
-                if any(c["component"] == s or (s.endswith(".") and c["component"].startswith(s)) for s in stages):
-                    e["rows"][label] = max(e["rows"].get(label, 0.0), _ratio(c))
+            label = _row(c)
+            if label is not None:
+                e["rows"][label] = max(e["rows"].get(label, 0.0), _ratio(c))
             if not c["passed"]:
                 name = f"{c['component']}:{c['output']} ({c['impl']})"
                 if name not in e["failed"]:
@@ -137,9 +169,22 @@ def summary(checkpoint: str, cfg_dims: dict, options: dict, dtype: str, legs: li
                          "non-expert tensors for the NumPy reference (made on first use), one routed expert in float64 "
                          "at a time, and the torch layer's float32 compute temporaries; peak_rss_mb is measured per "
                          "unit (VmHWM reset before each)"),
+        "mxfp4": {i: e["mxfp4"] for i, e in layers.items() if e["mxfp4"]},
         "failed_layers": failed, "layers": layers, "ranks": ranks, "units": results,
         "lost": {r: {"why": why, "units": [u.label for u in units]} for r, (why, units) in lost.items()},
     }
+
+
+def mxfp4_text(m: dict) -> str:
+    """A layer's `mxfp4` entry in words (the HTML table)."""
+    if not m:
+        return ""
+    bad = {k.removeprefix("nonfinite_"): v for k, v in m.items() if k.startswith("nonfinite_")}
+    text = (f"{m['experts']} decoded, E8M0 codes {m['scale_codes'][0]}..{m['scale_codes'][1]}, non-finite weights: "
+            + ", ".join(f"{v} in {k}" for k, v in bad.items()) + f"; quantization budget ≤ {m['budget_rel_max']:.3g} × max|y|")
+    if "bound_ratio_max" in m:
+        text += f"; error / proved bound vs the master ≤ {m['bound_ratio_max']:.3g}"
+    return text
 
 
 def write(doc: dict, folder: Path) -> tuple[Path, Path]:
@@ -153,10 +198,11 @@ def write(doc: dict, folder: Path) -> tuple[Path, Path]:
         worst = max((math.inf if v == "inf" else v for v in e["rows"].values()), default=0.0)
         problems = "; ".join(e["errors"] + e["failed"]) or ""
         experts = ", ".join(map(str, e["failed_experts"]))
+        mx = mxfp4_text(e.get("mxfp4", {}))
         rows.append(f"<tr class='{e['verdict'].lower()}'><td>{i}</td><td>{esc(e['mixer'])}</td><td>{e['verdict']}</td>"
                     f"<td>{esc(', '.join(e['units']))}</td><td>{worst:.3g}</td><td>{e['seconds']}</td>"
                     f"<td>{e['peak_rss_mb']:.0f}</td><td>{e['bytes_read'] / 1e6:.0f}</td><td>{esc(experts)}</td>"
-                    f"<td>{esc(problems)}</td></tr>")
+                    f"<td>{esc(mx)}</td><td>{esc(problems)}</td></tr>")
     ranks = "".join(f"<tr><td>{r}</td><td>{v['units']}</td><td>{v['seconds']}</td><td>{v['peak_rss_mb']:.0f}</td>"
                     f"<td>{v['bytes_read'] / 1e6:.0f}</td><td>{esc(v['status'])}</td></tr>" for r, v in doc["ranks"].items())
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>difftest checkpoint</title>
@@ -175,7 +221,7 @@ Failing layers: {esc(', '.join(map(str, doc['failed_layers'])) or 'none')}.</p>
 <table><tr><th>rank</th><th>units</th><th>s</th><th>peak RSS MB</th><th>MB read</th><th>status</th></tr>{ranks}</table>
 <h2>Layers</h2>
 <table><tr><th>layer</th><th>mixers</th><th>verdict</th><th>units @ rank</th><th>worst err/tol</th><th>s</th>
-<th>peak RSS MB</th><th>MB read</th><th>failing experts</th><th>problems</th></tr>{''.join(rows)}</table>
+<th>peak RSS MB</th><th>MB read</th><th>failing experts</th><th>MXFP4 experts</th><th>problems</th></tr>{''.join(rows)}</table>
 </body></html>
 """
     html_path = folder / "index.html"
