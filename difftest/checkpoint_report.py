@@ -168,7 +168,8 @@ def summary(checkpoint: str, cfg_dims: dict, options: dict, dtype: str, legs: li
         "memory_bound": ("per rank, one unit at a time: the unit's tensors in the run's dtype, float64 copies of its "
                          "non-expert tensors for the NumPy reference (made on first use), one routed expert in float64 "
                          "at a time, and the torch layer's float32 compute temporaries; peak_rss_mb is measured per "
-                         "unit (VmHWM reset before each)"),
+                         "unit (VmHWM reset before each); MXFP4 routed experts wait as their codes (4.25 bits a weight) and are "
+                         "decoded to float64 one at a time for the reference"),
         "mxfp4": {i: e["mxfp4"] for i, e in layers.items() if e["mxfp4"]},
         "failed_layers": failed, "layers": layers, "ranks": ranks, "units": results,
         "lost": {r: {"why": why, "units": [u.label for u in units]} for r, (why, units) in lost.items()},
