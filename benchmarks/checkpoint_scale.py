@@ -45,15 +45,16 @@ def mxfp4_lines(doc: dict) -> list[str]:
     and each expert layer's decode summary."""
     c = doc["config"]
     per_expert = 3 * c["moe_intermediate_size"] * c["routed_expert_hidden_size"]
-    lines = ["", "| layer | experts read | their MXFP4 bytes (MB) | the same in bf16 (MB) | E8M0 codes | non-finite weights | "
-             "quantization budget / max abs y |", "|---|---|---|---|---|---|---|"]
+    lines = ["", ("| layer | experts read | their MXFP4 bytes (MB) | the same in bf16 (MB) | E8M0 codes | non-finite weights | "
+                  "quantization budget / max abs y |"), "|---|---|---|---|---|---|---|"]
     for i, m in doc.get("mxfp4", {}).items():
         n = m["experts"]
         bad = ", ".join(f"{v} in {k.removeprefix('nonfinite_')}" for k, v in m.items() if k.startswith("nonfinite_"))
         lines.append(f"| {i} | {n} | {n * per_expert * (0.5 + 1 / 32) / 1e6:.1f} | {n * per_expert * 2 / 1e6:.1f} | "
-                     f"{m['scale_codes'][0]}..{m['scale_codes'][1]} | {bad} | {m['budget_rel_max']:.3g} |")
-    lines += ["", "MXFP4 bytes: half a byte per weight plus one scale byte per 32 (4.25 bits), 17/64 of bf16. The "
-              "quantization budget is `MXFP4Expert.abs_forward_dequantize_sub_le`'s bound from the file alone (docs/scale.md)."]
+                     f"{m['scale_codes'][0]}..{m['scale_codes'][1]} | {bad} | {float(m['budget_rel_max']):.3g} |")
+    lines += ["", ("MXFP4 bytes: half a byte per weight plus one scale byte per 32 (4.25 bits), 17/64 of bf16. The "
+                   "quantization budget is `MXFP4Expert.abs_forward_dequantize_sub_le`'s bound from the file alone "
+                   "(docs/scale.md).")]
     return lines
 
 

@@ -40,7 +40,7 @@ in float64 through the adapter's rule: what the checkpoint means), decoded once 
 and adapters also get the codes themselves (`gateWeight.packed`, `gateWeight.scale`, … in the
 hub layout; `call.hub()` then gives the `weight_packed` / `weight_scale` names). Per checked
 expert, `decode` (exact) counts the weights that are not finite in float64 or in the torch
-leg's compute dtype (a scale code ≥ 253 overflows float32 and bfloat16), and `mxfp4_budget` is
+leg's compute dtype (a scale code ≥ 253 overflows float32 and bfloat16), and `budget_rel_max` is
 the proved quantization bound evaluated from the file alone (`quantization_budget`). With
 `--master DIR` (the full-precision checkpoint the file was quantized from) each checked expert
 is also checked against the master (`check_master`): every dequantized weight within its block's
@@ -130,7 +130,7 @@ class UnitResult:
     peak_gpu_mb: float = 0.0
     bytes_read: int = 0
     error: str = ""
-    #: MXFP4 checkpoints: what the checked experts' codes decode to (`MXFP4Stats.to_json`)
+    #: MXFP4 checkpoints: what the checked experts' codes decode to, their budget and bound (`check_codes`)
     mxfp4: dict = field(default_factory=dict)
 
     @property
@@ -140,6 +140,7 @@ class UnitResult:
     def to_json(self) -> dict:
         d = asdict(self)
         d["unit"] = asdict(self.unit)
+        d["mxfp4"] = {k: _num(v) if isinstance(v, float) else v for k, v in self.mxfp4.items()}
         d["passed"] = self.passed
         d["comparisons"] = [{**asdict(c), "ratio": _num(c.ratio), **{k: _num(getattr(c, k)) for k in FLOATS}}
                             for c in self.comparisons]
@@ -617,7 +618,6 @@ def check_channel(ckpt: LazyCheckpoint, cfg: K3Config, config_path: Path, own: d
                 del master_w, spec, hub
             for k, (_, packed, scale) in codes.items():
                 tensors[f"{k}.packed"], tensors[f"{k}.scale"] = packed.numpy(), scale.numpy()
-        del w
         _impl_legs(impls, "expert", tensors, {"d": L, "h": h, "N": len(zr)}, unit, chk, {"y": want}, expert_m, e)
 
 

@@ -38,8 +38,9 @@ def merge_mxfp4(into: dict, add: dict) -> dict:
             out[k] = [min(v[0], into[k][0]), max(v[1], into[k][1])]
         elif k.startswith(("nonfinite_", "experts")):
             out[k] = into.get(k, 0) + v
-        elif isinstance(v, float):
-            out[k] = max(into.get(k, 0.0), v)
+        elif k.endswith("_max"):
+            worst = max(float(into.get(k, 0.0)), float(v))  # "inf" parses
+            out[k] = worst if math.isfinite(worst) else "inf"
         else:
             out[k] = v
     return out
@@ -116,26 +117,27 @@ def heat_map(layers: dict[int, dict], cell: int = 14) -> str:
     tolerance (blue → orange up to the tolerance, red beyond it, grey: not checked); a failing,
     erroring or lost layer gets a black frame and its number in red below the map."""
     ids = list(layers)
+    rows = [r for r in ROWS if r[1] or any(r[0] in e["rows"] for e in layers.values())]  # MXFP4 rows when checked
     cell = max(6, min(cell, 900 // max(len(ids), 1)))
     left, top = 70, 10
-    width, height = left + cell * len(ids) + 10, top + cell * len(ROWS) + 46
+    width, height = left + cell * len(ids) + 10, top + cell * len(rows) + 46
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="10">']
-    for r, (label, _) in enumerate(ROWS):
+    for r, (label, _) in enumerate(rows):
         parts.append(f'<text x="{left - 4}" y="{top + r * cell + cell * 0.75:.1f}" text-anchor="end">{label}</text>')
     for c, i in enumerate(ids):
         e = layers[i]
         x = left + c * cell
-        for r, (label, _) in enumerate(ROWS):
+        for r, (label, _) in enumerate(rows):
             v = e["rows"].get(label)
             title = f"layer {i} {label}: " + ("not checked" if v is None else f"error/tolerance {v}")
             parts.append(f'<rect x="{x}" y="{top + r * cell}" width="{cell}" height="{cell}" fill="{_colour(v)}" '
                          f'stroke="#fff"><title>{html.escape(title)}</title></rect>')
         if e["verdict"] != "pass":
-            parts.append(f'<rect x="{x}" y="{top}" width="{cell}" height="{cell * len(ROWS)}" fill="none" stroke="#000" '
+            parts.append(f'<rect x="{x}" y="{top}" width="{cell}" height="{cell * len(rows)}" fill="none" stroke="#000" '
                          f'stroke-width="2"><title>layer {i}: {e["verdict"]}</title></rect>')
-            parts.append(f'<text x="{x + cell / 2}" y="{top + cell * len(ROWS) + 12}" text-anchor="middle" fill="#b2182b">{i}</text>')
+            parts.append(f'<text x="{x + cell / 2}" y="{top + cell * len(rows) + 12}" text-anchor="middle" fill="#b2182b">{i}</text>')
         elif len(ids) <= 40 or c % 10 == 0:
-            parts.append(f'<text x="{x + cell / 2}" y="{top + cell * len(ROWS) + 12}" text-anchor="middle" fill="#666">{i}</text>')
+            parts.append(f'<text x="{x + cell / 2}" y="{top + cell * len(rows) + 12}" text-anchor="middle" fill="#666">{i}</text>')
     parts.append(f'<text x="{left}" y="{height - 8}">hub layer (columns); colour: worst error / tolerance, '
                  'blue 1e-4 → orange 1, red &gt; 1 (fails), grey not checked</text>')
     parts.append("</svg>")
@@ -182,9 +184,9 @@ def mxfp4_text(m: dict) -> str:
         return ""
     bad = {k.removeprefix("nonfinite_"): v for k, v in m.items() if k.startswith("nonfinite_")}
     text = (f"{m['experts']} decoded, E8M0 codes {m['scale_codes'][0]}..{m['scale_codes'][1]}, non-finite weights: "
-            + ", ".join(f"{v} in {k}" for k, v in bad.items()) + f"; quantization budget ≤ {m['budget_rel_max']:.3g} × max|y|")
+            + ", ".join(f"{v} in {k}" for k, v in bad.items()) + f"; quantization budget ≤ {float(m['budget_rel_max']):.3g} × max|y|")
     if "bound_ratio_max" in m:
-        text += f"; error / proved bound vs the master ≤ {m['bound_ratio_max']:.3g}"
+        text += f"; error / proved bound vs the master ≤ {float(m['bound_ratio_max']):.3g}"
     return text
 
 

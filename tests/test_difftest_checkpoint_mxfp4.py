@@ -224,7 +224,7 @@ def test_float_experts_where_mxfp4_is_declared_and_bad_master(mx_ckpt, synth, tm
     (bad / "config.json").write_text(json.dumps({**raw, "quantization_config": mxfp4.quantization_config()}))
     code, doc = run_verify(bad, tmp_path / "r", layers="1", dtype="float32", experts="0")
     msg = _error(doc, 1)
-    assert "experts.0.w1.weight_packed" in msg and "this expert is not quantized" in msg
+    assert code == 1 and "experts.0.w1.weight_packed" in msg and "this expert is not quantized" in msg
     # a master whose configuration differs: one error line, exit 2
     mx, master = synth
     r = CliRunner().invoke(main, ["checkpoint", "--checkpoint", str(mx_ckpt), "--master", str(mx)])
