@@ -481,20 +481,22 @@ def check_codes(chk: Checker, e: int, w: dict[str, np.ndarray], codes: dict[str,
     quantization budget, folded into the unit's `stats`; returns the per-entry scales `[in, out]`."""
     cd = compute_dtype(chk.dtype)
     bad64 = sum(int((~np.isfinite(a)).sum()) for a in w.values())
-    bad_cd = sum(int((~torch.isfinite(torch.from_numpy(a).to(cd))).sum()) for a in w.values())
+    bad_cd = 0 if cd == torch.float64 else sum(int((~torch.isfinite(torch.from_numpy(a).to(cd))).sum()) for a in w.values())
     scales = [sc for _, _, sc in codes.values()]
     lo, hi = min(int(sc.min()) for sc in scales), max(int(sc.max()) for sc in scales)
     cd_name = str(cd).removeprefix("torch.")
+    in_cd = "" if cd == torch.float64 else f", {bad_cd} in {cd_name} (the torch leg's compute dtype)"
     chk.rows.append(Comparison(f"expert.{e}", chk.unit.layer, chk.kind, chk.name, "mxfp4", "finite", "decode",
                                float(bad64 + bad_cd), 0.0, bad64 + bad_cd == 0,
-                               note=f"E8M0 codes {lo}..{hi}; non-finite weights: {bad64} in float64, {bad_cd} in {cd_name}"))
+                               note=f"E8M0 codes {lo}..{hi}; non-finite weights: {bad64} in float64{in_cd}"))
     scale_io = {k: mxfp4.expand_scales(mxfp4.decode_scales(sc)).T.numpy() for k, (_, _, sc) in codes.items()}
     budget = quantization_budget(z_nl, w, scale_io, own["gate_cap"], own["up_cap"])
     rel = float(budget.max() / max(np.abs(want).max(), np.finfo(float).tiny))
     stats["experts"] = stats.get("experts", 0) + 1
     stats["scale_codes"] = [min(lo, stats.get("scale_codes", [lo, hi])[0]), max(hi, stats.get("scale_codes", [lo, hi])[1])]
     stats["nonfinite_float64"] = stats.get("nonfinite_float64", 0) + bad64
-    stats[f"nonfinite_{cd_name}"] = stats.get(f"nonfinite_{cd_name}", 0) + bad_cd
+    if cd != torch.float64:
+        stats[f"nonfinite_{cd_name}"] = stats.get(f"nonfinite_{cd_name}", 0) + bad_cd
     stats["budget_rel_max"] = max(stats.get("budget_rel_max", 0.0), rel)
     stats["budget_theorem"] = BUDGET_THEOREM
     return scale_io

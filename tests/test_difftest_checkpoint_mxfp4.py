@@ -215,6 +215,28 @@ def test_bad_mxfp4_tensors_are_named_errors(mx_ckpt, tmp_path):
         assert doc["layers"]["1"]["verdict"] == "pass"  # the other layer finishes
 
 
+def test_scale_codes_beyond_float32_fail_the_decode_check_there(mx_ckpt, tmp_path):
+    """E8M0 code 254 (2^127) makes weights of 6 · 2^127 > float32's maximum: finite in float64
+    (the reference, and a float64 run's torch leg), not in the bf16 run's float32 compute dtype."""
+    scale = "model.layers.2.block_sparse_moe.experts.3.w2.weight_scale"
+    bad = shutil.copytree(mx_ckpt, tmp_path / "big")
+
+    def big(t):
+        s = t[scale].clone()
+        s[7, 0] = 254
+        t[scale] = s
+
+    _rewrite(bad, scale, big)
+    code, doc = run_verify(bad, tmp_path / "r32", layers="2", dtype="bfloat16", experts="3")
+    assert code == 1 and doc["failed_layers"] == [2]
+    assert "expert.3:decode (mxfp4)" in doc["layers"]["2"]["failed"] and doc["layers"]["2"]["failed_experts"] == [3]
+    dec = next(c for c in expert_rows(doc, 2, "decode") if c["component"] == "expert.3")
+    assert "254" in dec["note"] and "0 in float64" in dec["note"] and "0 in float32" not in dec["note"]
+    assert doc["mxfp4"]["2"]["nonfinite_float32"] > 0 and doc["mxfp4"]["2"]["nonfinite_float64"] == 0
+    _, doc = run_verify(bad, tmp_path / "r64", layers="2", dtype="float64", experts="3")
+    assert all(c["passed"] for c in expert_rows(doc, 2, "decode"))
+
+
 def test_float_experts_where_mxfp4_is_declared_and_bad_master(mx_ckpt, synth, tmp_path):
     # config.json says MXFP4, the shards hold float experts: the error says so
     bad = tmp_path / "undeclared"
