@@ -36,11 +36,13 @@ MXFP4 checkpoints (config.json's `quantization_config.format` "mxfp4-pack-quanti
 scales (`checkpoint_io`, pybridge's checks of each pair), one unit at a time. The torch layer
 holds them as pybridge does (`moe.MXFP4SituExpert`, which dequantizes in its forward); the NumPy
 reference and `--impl` adapters get the exact dequantized weights (`pybridge.mxfp4.dequantize`
-in float64 through the adapter's rule: what the checkpoint means), decoded once per checked expert,
+in float64 through the adapter's rule: what the checkpoint means), decoded once for an expert's
+stage (its check, decode check, budget and adapters; the composed LatentMoE reference decodes
+the routed experts it uses again, per token, as it converts bf16 ones), never kept,
 and adapters also get the codes themselves (`gateWeight.packed`, `gateWeight.scale`, … in the
 hub layout; `call.hub()` then gives the `weight_packed` / `weight_scale` names). Per checked
 expert, `decode` (exact) counts the weights that are not finite in float64 or in the torch
-leg's compute dtype (a scale code ≥ 253 overflows float32 and bfloat16), and `budget_rel_max` is
+leg's compute dtype (with a scale code ≥ 253 the larger E2M1 values overflow float32 and bfloat16), and `budget_rel_max` is
 the proved quantization bound evaluated from the file alone (`quantization_budget`). With
 `--master DIR` (the full-precision checkpoint the file was quantized from) each checked expert
 is also checked against the master (`check_master`): every dequantized weight within its block's
