@@ -10,7 +10,11 @@ from how the checkpoint was made or broken, never from the code under test.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,7 @@ from pybridge.config import load_config
 REPO = Path(__file__).resolve().parents[1]
 TINY_MX = REPO / "fixtures" / "tiny-mx" / "config.json"
 EXPERT = "model.layers.2.block_sparse_moe.experts.3.w1"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +109,8 @@ def test_mxfp4_units_read_the_codes_not_bf16(mx_ckpt, tmp_path):
     _, q = run_verify(mx_ckpt, tmp_path / "rq", layers="1", dtype="bfloat16", experts="all")
     _, b = run_verify(tmp_path / "bf16", tmp_path / "rb", layers="1", dtype="bfloat16", experts="all")
     assert q["passed"] and b["passed"]
+    assert ">decode</text>" in (tmp_path / "rq" / "index.html").read_text()
+    assert ">decode</text>" not in (tmp_path / "rb" / "index.html").read_text()  # MXFP4 rows only where checked
     read = {k: next(u["bytes_read"] for u in d["units"] if u["unit"]["kind"] == "channel") for k, d in (("q", q), ("b", b))}
     n = 6 * 3 * 64 * 32  # routed-expert weights of the layer
     base = read["b"] - 2 * n  # the same non-expert tensors in both (bf16)
@@ -257,3 +264,27 @@ def test_float_experts_where_mxfp4_is_declared_and_bad_master(mx_ckpt, synth, tm
     (other / "config.json").write_text(json.dumps({**raw, "routed_scaling_factor": 1.5}))
     r = CliRunner().invoke(main, ["checkpoint", "--checkpoint", str(mx), "--master", str(other)])
     assert r.exit_code == 2 and "routed_scaling_factor" in r.output
+
+
+def test_torchrun_two_ranks_mxfp4_with_a_planted_nibble_swap(mx_ckpt, tmp_path):
+    """2 processes, each MoE layer's experts split over 2 shards: the per-layer `mxfp4` entries
+    gather every checked expert from both ranks, and the nibble swap planted at layer 4 is named
+    there (with all its experts), nowhere else."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+           "--master-port", str(port), "-m", "difftest", "checkpoint", "--checkpoint", str(mx_ckpt), "--report",
+           str(tmp_path / "r"), "--timeout", "30", "--dtype", "float32", "--experts", "all", "--expert-shards", "2",
+           "--impl", "checkpoint_planted:swapped_nibbles"]
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=150, env={**ENV, "K3_PLANT_LAYER": "4"},
+                       cwd=REPO)
+    assert p.returncode == 1, p.stderr[-3000:]
+    doc = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert doc["world_size"] == 2 and doc["failed_layers"] == [4]
+    assert sorted(doc["layers"]["4"]["failed_experts"]) == list(range(6))
+    assert sorted({u["rank"] for u in doc["units"]}) == [0, 1]
+    for i in (1, 2, 3, 4):
+        shards = [u for u in doc["units"] if u["unit"]["layer"] == i and u["unit"]["kind"] == "channel"]
+        assert len(shards) == 2 and sorted(e for u in shards for e in u["experts"]) == list(range(6))
+        assert doc["mxfp4"][str(i)]["experts"] == 6 and doc["mxfp4"][str(i)]["nonfinite_float32"] == 0
