@@ -16,7 +16,7 @@ open Vision
 /-- `|a − b| ≤ tol`. -/
 def near (tol a b : Float) : Bool := Float.abs (a - b) ≤ tol
 
--- erf (binary64, `FloatOps.erf`) against `math.erf`, within 8 ulps
+-- erf (binary64, `FloatOps.erf`) against `math.erf`, within 1e-16 or 2e-16 (1–2 ulps here)
 #guard near 1e-16 (TrigScalar.erf (0.5 : Float)) 0.5204998778130465
 #guard near 2e-16 (TrigScalar.erf (1 : Float)) 0.8427007929497149
 #guard near 2e-16 (TrigScalar.erf (2 : Float)) 0.9953222650189527

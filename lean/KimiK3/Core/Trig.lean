@@ -16,7 +16,7 @@ language-model modules, which never use them, do not depend on them. `Float` and
 executable instances, like `exp` and `tanh`: `sin`/`cos` are the C library's, `π` is the binary64
 (binary32) rounding of π, and `erf` (absent from Lean's `Float`) is `FloatOps.erf` below, within
 7 ulps of C's `erf` on `[-7, 7]` (200,000 random points against Python's `math.erf`, the same
-algorithm in binary64; `tests/lean/vision_checks.lean` evaluates it at hand points).
+algorithm in binary64; `tests/lean/VisionChecks.lean` checks it at fixed points against `math.erf`).
 -/
 
 @[expose] public section

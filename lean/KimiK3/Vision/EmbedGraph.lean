@@ -150,7 +150,8 @@ def model (t h w P D m₁ m₂ : Nat) : Model α where
       else addTerm _ _ (addTerm _ _ proj pos) (timeTerm t h w D (.there (.there (.there (.there (.there .here))))))) .nil
 
 /-- The embedding's weights as the graph's parameter environment. -/
-def parameters {P D m₁ m₂ : Nat} (e : Embedding α P D m₁ m₂) : Env α (model (α := α) 1 1 1 P D m₁ m₂).params.shapes :=
+def parameters {P D m₁ m₂ : Nat} (e : Embedding α P D m₁ m₂) :
+    Env α (Signature.shapes [("patchWeight", [P, D]), ("posTable", [m₁, m₂, D])]) :=
   .cons e.patchWeight (.cons e.posTable .nil)
 
 /-- A clip's patches and grid tables as the graph's inputs. -/
