@@ -172,7 +172,8 @@ def test_whole_matrix_step_matches_torch_muon() -> None:
         opt_ours.step()
         opt_theirs.step()
     moved = (theirs - w0).norm()
-    # torch runs Newton–Schulz in bfloat16 (8-bit mantissa): agree to a few percent of the step
+    # torch runs Newton–Schulz in bfloat16 (8-bit mantissa): measured 0.9 % of the step; torch
+    # without Nesterov momentum differs by 26 %, so 3 % separates the algorithms
     assert (ours - theirs).norm() < 0.03 * moved
     assert (ours - w0).norm() > 0.5 * moved
 
