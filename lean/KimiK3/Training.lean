@@ -4,6 +4,7 @@ public import KimiK3.Training.Draft
 public import KimiK3.Training.Speculative
 public import KimiK3.Training.DraftLoss
 public import KimiK3.Training.SpeculativeExample
+public import KimiK3.Training.Pretraining
 
 /-!
 # Training and decoding semantics (report §§3.3–3.4, §4.1.4; k3-spec §§2.11, 2.14)
