@@ -5,8 +5,10 @@ seconds per layer, peak resident memory per rank and bytes read, under torchrun.
         --write docs/benchmarks.md
 
 writes (or replaces) the section between `<!-- checkpoint-scale:begin -->` and
-`<!-- checkpoint-scale:end -->` of the file; the other sections are left alone. `--quantize`
-is passed to the generator (MXFP4 experts, once that writer lands).
+`<!-- checkpoint-scale:end -->` of the file; the other sections are left alone. `--quantize mxfp4`
+writes the routed experts in the released MXFP4 layout (the generator's `--quantize`) and records
+its own section (`checkpoint-scale-mxfp4`), with the routed-expert bytes read against what the same
+experts weigh in bf16 and what their codes decode to.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from difftest.checkpoint_synth import synthetic_config, write_synthetic
 
 BEGIN, END = "<!-- checkpoint-scale:begin -->", "<!-- checkpoint-scale:end -->"
+MX_BEGIN, MX_END = "<!-- checkpoint-scale-mxfp4:begin -->", "<!-- checkpoint-scale-mxfp4:end -->"
 
 
 def free_port() -> int:
@@ -37,11 +40,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def mxfp4_lines(doc: dict) -> list[str]:
+    """The MXFP4 figures: routed-expert bytes read (codes and scales) against bf16, per MoE unit,
+    and each expert layer's decode summary."""
+    c = doc["config"]
+    per_expert = 3 * c["moe_intermediate_size"] * c["routed_expert_hidden_size"]
+    lines = ["", ("| layer | experts read | their MXFP4 bytes (MB) | the same in bf16 (MB) | E8M0 codes | non-finite weights | "
+                  "quantization budget / max abs y |"), "|---|---|---|---|---|---|---|"]
+    for i, m in doc.get("mxfp4", {}).items():
+        n = m["experts"]
+        bad = ", ".join(f"{v} in {k.removeprefix('nonfinite_')}" for k, v in m.items() if k.startswith("nonfinite_"))
+        lines.append(f"| {i} | {n} | {n * per_expert * (0.5 + 1 / 32) / 1e6:.1f} | {n * per_expert * 2 / 1e6:.1f} | "
+                     f"{m['scale_codes'][0]}..{m['scale_codes'][1]} | {bad} | {float(m['budget_rel_max']):.3g} |")
+    lines += ["", ("MXFP4 bytes: half a byte per weight plus one scale byte per 32 (4.25 bits), 17/64 of bf16. The "
+                   "quantization budget is `MXFP4Expert.abs_forward_dequantize_sub_le`'s bound from the file alone "
+                   "(docs/scale.md).")]
+    return lines
+
+
 def section(doc: dict, gen: dict, args: dict, wall_s: float, status: int) -> list[str]:
     c = doc["config"]
-    lines = [BEGIN, "## `difftest checkpoint` at the paper's widths (issue 21)", "",
+    mx = bool(doc.get("mxfp4"))
+    begin, end = (MX_BEGIN, MX_END) if mx else (BEGIN, END)
+    title = ("## `difftest checkpoint` at the paper's widths, MXFP4 experts (issues 19, 21)" if mx
+             else "## `difftest checkpoint` at the paper's widths (issue 21)")
+    weights = "random bf16 weights, routed experts quantized to MXFP4 by pybridge's quantizer" if mx else "random bf16 weights"
+    lines = [begin, title, "",
              "Produced by `python benchmarks/checkpoint_scale.py " + " ".join(args["argv"]) + "` (one run). A synthetic "
-             "checkpoint (`difftest.checkpoint_synth`, random bf16 weights) with the paper's widths and head counts "
+             f"checkpoint (`difftest.checkpoint_synth`, {weights}) with the paper's widths and head counts "
              f"(hidden {c['hidden_size']:,}; {c['num_attention_heads']} MLA and {c['kda_num_heads']} KDA heads; MLA latents "
              f"{c['kv_lora_rank']} / {c['q_lora_rank']:,}; KDA {c['kda_head_k_dim']} / {c['kda_head_v_dim']}; "
              f"{c['num_shared_experts']} shared experts of {c['moe_intermediate_size']:,}, routed latent "
@@ -68,15 +94,16 @@ def section(doc: dict, gen: dict, args: dict, wall_s: float, status: int) -> lis
                      f"{v['bytes_read'] / 1e9:.2f} |")
     per_layer = {i: e["seconds"] for i, e in doc["layers"].items()}
     lines += ["", "Seconds per layer (its units added): " + ", ".join(f"layer {i}: {s:.1f}" for i, s in per_layer.items())
-              + ". Peak RSS is the kernel's VmHWM of the rank, reset before each unit.", END]
-    return lines
+              + ". Peak RSS is the kernel's VmHWM of the rank, reset before each unit."]
+    return lines + (mxfp4_lines(doc) if mx else []) + [end]
 
 
 def write_section(path: Path, lines: list[str]) -> None:
     text = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + "\n".join(lines) + rest.split(END, 1)[1]
+    begin, end = lines[0], lines[-1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + "\n".join(lines) + rest.split(end, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
     path.write_text(text, encoding="utf-8")

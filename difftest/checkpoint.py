@@ -30,6 +30,24 @@ per parameter in all), each routed expert in float64 only while the reference us
 torch layer's float32 temporaries. `peak_rss_mb` per unit is measured (the kernel's VmHWM,
 reset before each unit); docs/scale.md sizes it at the paper's dimensions. Distributed runs:
 `checkpoint_dist`.
+
+MXFP4 checkpoints (config.json's `quantization_config.format` "mxfp4-pack-quantized",
+`pybridge.checkpoint.is_quantized`): the routed experts are read as their uint8 codes and
+scales (`checkpoint_io`, pybridge's checks of each pair), one unit at a time. The torch layer
+holds them as pybridge does (`moe.MXFP4SituExpert`, which dequantizes in its forward); the NumPy
+reference and `--impl` adapters get the exact dequantized weights (`pybridge.mxfp4.dequantize`
+in float64 through the adapter's rule: what the checkpoint means), decoded once for an expert's
+stage (its check, decode check, budget and adapters; the composed LatentMoE reference decodes
+the routed experts it uses again, per token, as it converts bf16 ones), never kept,
+and adapters also get the codes themselves (`gateWeight.packed`, `gateWeight.scale`, … in the
+hub layout; `call.hub()` then gives the `weight_packed` / `weight_scale` names). Per checked
+expert, `decode` (exact) counts the weights that are not finite in float64 or in the torch
+leg's compute dtype (with a scale code ≥ 253 the larger E2M1 values overflow float32 and bfloat16), and `budget_rel_max` is
+the proved quantization bound evaluated from the file alone (`quantization_budget`). With
+`--master DIR` (the full-precision checkpoint the file was quantized from) each checked expert
+is also checked against the master (`check_master`): every dequantized weight within its block's
+scale of the master's (the theorem's hypothesis, `master_fit`, exact) and the NumPy and torch
+legs' |y − y_master| within the proved bound (`bound`, error / bound under 1).
 """
 
 from __future__ import annotations
@@ -49,18 +67,20 @@ import torch
 
 from difftest import numpy_ref as ref
 from difftest.adapters import Call, Impl, Inputs
-from difftest.checkpoint_io import LazyCheckpoint
+from difftest.checkpoint_io import LazyCheckpoint, is_mxfp4
 from difftest.compare import DTYPES, Comparison, compare, tolerance
 from difftest.components.base import ErrorModel, round_to
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.depth import AttnResComponent
+from difftest.components.mxfp4 import Quantized, error_bound
 from difftest.components.sequence import KDALayerComponent, MLAComponent
 from difftest.config import TINY_CONFIG, own_reading
 from difftest.inputs import gaussian, magnitude
-from pybridge import adapter
+from pybridge import adapter, moe, mxfp4
 from pybridge.attnres import retrieve
+from pybridge.checkpoint import is_quantized
 from pybridge.config import K3Config, load_config
-from pybridge.errors import K3Error
+from pybridge.errors import ConfigError, K3Error
 from pybridge.layers import compute_dtype
 from pybridge.model import DecoderLayer
 
@@ -81,6 +101,7 @@ class Options:
     device: str = "cpu"
     experts: str = "routed"  # routed | all | SPEC
     expert_shards: int = 1
+    master: str = ""  # an MXFP4 checkpoint's full-precision master (same config, float experts)
 
 
 @dataclass(frozen=True)
@@ -111,6 +132,8 @@ class UnitResult:
     peak_gpu_mb: float = 0.0
     bytes_read: int = 0
     error: str = ""
+    #: MXFP4 checkpoints: what the checked experts' codes decode to, their budget and bound (`check_codes`)
+    mxfp4: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -119,6 +142,7 @@ class UnitResult:
     def to_json(self) -> dict:
         d = asdict(self)
         d["unit"] = asdict(self.unit)
+        d["mxfp4"] = {k: _num(v) if isinstance(v, float) else v for k, v in self.mxfp4.items()}
         d["passed"] = self.passed
         d["comparisons"] = [{**asdict(c), "ratio": _num(c.ratio), **{k: _num(getattr(c, k)) for k in FLOATS}}
                             for c in self.comparisons]
@@ -159,29 +183,34 @@ def plan(cfg: K3Config, layers: list[int], opts: Options) -> list[Unit]:
     return units
 
 
-def unit_bytes(cfg: K3Config, unit: Unit) -> int:
-    """The checkpoint bytes a unit reads, at 2 bytes a parameter (for MoE an upper bound: the
-    sampled tokens route to at most 8 k distinct experts), for balancing the ranks."""
-    return _unit_bytes(cfg, cfg.is_mla(unit.layer), cfg.is_moe(unit.layer), unit.kind, unit.shards)
+#: bytes per routed-expert parameter: bf16, and MXFP4 (half a byte plus one scale byte per 32)
+EXPERT_BYTES = {False: 2.0, True: 0.5 + 1 / mxfp4.GROUP}
+
+
+def unit_bytes(cfg: K3Config, unit: Unit, quantized: bool = False) -> int:
+    """The checkpoint bytes a unit reads, at 2 bytes a parameter (`quantized`: MXFP4 routed
+    experts, 4.25 bits; for MoE an upper bound: the sampled tokens route to at most 8 k distinct
+    experts), for balancing the ranks."""
+    return _unit_bytes(cfg, cfg.is_mla(unit.layer), cfg.is_moe(unit.layer), unit.kind, unit.shards, quantized)
 
 
 @cache
-def _unit_bytes(cfg: K3Config, is_mla: bool, is_moe: bool, kind: str, shards: int) -> int:
+def _unit_bytes(cfg: K3Config, is_mla: bool, is_moe: bool, kind: str, shards: int, quantized: bool) -> int:
     """`unit_bytes` of every layer of one schedule kind (the first such layer's rules)."""
     layer = next(i for i in range(cfg.num_hidden_layers) if (cfg.is_mla(i), cfg.is_moe(i)) == (is_mla, is_moe))
     rules = _rules(cfg, Unit(layer, kind, 0, shards), experts=())
-    total = sum(math.prod(s) for r in rules for s in r.hub_shapes)
+    total = 2 * sum(math.prod(s) for r in rules for s in r.hub_shapes)
     if kind == "channel" and is_moe:
-        total += 3 * cfg.moe_intermediate_size * cfg.routed_expert_hidden_size * min(
-            cfg.num_experts, 8 * cfg.num_experts_per_token) // shards
-    return 2 * total
+        total += EXPERT_BYTES[quantized] * 3 * cfg.moe_intermediate_size * cfg.routed_expert_hidden_size * min(
+            cfg.num_experts, 8 * cfg.num_experts_per_token) / shards
+    return int(total)
 
 
-def assign(cfg: K3Config, units: list[Unit], world: int) -> list[list[Unit]]:
+def assign(cfg: K3Config, units: list[Unit], world: int, quantized: bool = False) -> list[list[Unit]]:
     """Units per rank: largest first to the least-loaded rank (longest processing time first);
     every rank computes the same assignment, so no communication is needed."""
     load, out = [0] * world, [[] for _ in range(world)]
-    size = {u: unit_bytes(cfg, u) for u in units}
+    size = {u: unit_bytes(cfg, u, quantized) for u in units}
     for u in sorted(units, key=lambda u: -size[u]):
         r = min(range(world), key=lambda k: (load[k], k))
         out[r].append(u)
@@ -195,13 +224,13 @@ def assign(cfg: K3Config, units: list[Unit], world: int) -> list[list[Unit]]:
 ATTN_PARTS = ("seq_res.", "seq_norm.", "chan_res.", "chan_norm.", "kda.", "mla.")
 
 
-def _rules(cfg: K3Config, unit: Unit, experts) -> list[adapter.Rule]:
-    """The layer's rules (`pybridge.adapter.layer_rules`) that a unit reads; for a channel unit
-    only the routed experts in `experts`."""
+def _rules(cfg: K3Config, unit: Unit, experts, quantized: bool = False) -> list[adapter.Rule]:
+    """The layer's rules (`pybridge.adapter.layer_rules`; `quantized`: MXFP4 routed experts) that
+    a unit reads; for a channel unit only the routed experts in `experts`."""
     spec_prefix = f"layers.{unit.layer + 1}."
     keep = set(experts)
     out = []
-    for r in adapter.layer_rules(cfg, unit.layer):
+    for r in adapter.layer_rules(cfg, unit.layer, quantized):
         part = r.spec[0][len(spec_prefix):]
         if (unit.kind == "attn") != part.startswith(ATTN_PARTS):
             continue
@@ -217,25 +246,31 @@ class SpecParams(Mapping):
     reference: float64 copies of the run's (rounded) weights, made on first use. A routed
     expert's matrices are converted on every use and never kept, so the reference holds at most
     one expert in float64 at a time; everything else is kept once converted (the per-token
-    reference reads the projections at every token)."""
+    reference reads the projections at every token). An MXFP4 expert's matrix (`codes`: its
+    rule and its packed and scale tensors) is decoded exactly, in float64, on every use
+    (`pybridge.mxfp4.dequantize` through the adapter's rule)."""
 
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] = {}
+        self.codes: dict[str, tuple[adapter.Rule, torch.Tensor, torch.Tensor]] = {}
         self.cache: dict[str, np.ndarray] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self.cache:
             return self.cache[name]
+        if name in self.codes:
+            rule, packed, scale = self.codes[name]
+            return rule.to_spec(packed.cpu(), scale.cpu())[0].numpy()
         a = self.tensors[name].to(torch.float64).numpy()
         if not name.startswith("moe.expert."):
             self.cache[name] = a
         return a
 
     def __iter__(self):
-        return iter(self.tensors)
+        return iter({**self.tensors, **self.codes})
 
     def __len__(self) -> int:
-        return len(self.tensors)
+        return len(self.tensors) + len(self.codes)
 
 
 @dataclass
@@ -248,21 +283,27 @@ class Loaded:
 
 
 def load_unit(ckpt: LazyCheckpoint, cfg: K3Config, config_path: Path, unit: Unit, rules: list[adapter.Rule],
-              dtype: torch.dtype, device: str, into: Loaded | None = None) -> Loaded:
+              dtype: torch.dtype, device: str, into: Loaded | None = None, quantized: bool = False) -> Loaded:
     """Read the hub tensors of `rules`, rounded to the run's `dtype` (both legs compute with the
-    same weights), map them to spec parameters (`pybridge.adapter.to_spec`) and assign them into
-    the torch layer (a new one on `meta`, or `into`) on `device`."""
-    hub = {k: v.to(dtype) for k, v in ckpt.read(rules, config_path).items()}
+    same weights; MXFP4 codes stay uint8), map them to spec parameters (`pybridge.adapter.to_spec`;
+    MXFP4 ones decoded on use, `SpecParams`) and assign them into the torch layer (a new one on
+    `meta`, with MXFP4 routed experts if `quantized`, or `into`) on `device`."""
+    hub = {k: v.to(dtype) if v.is_floating_point() else v for k, v in ckpt.read(rules, config_path).items()}
     prefix, spec_prefix = f"model.layers.{unit.layer}.", f"layers.{unit.layer + 1}."
     if into is None:
         with torch.device("meta"):
-            into = Loaded(DecoderLayer(cfg, unit.layer).eval(), SpecParams())
-    into.spec.tensors.update({k[len(spec_prefix):]: v for k, v in adapter.to_spec(rules, hub).items()})
+            layer = DecoderLayer(cfg, unit.layer).eval()
+            into = Loaded(moe.use_mxfp4_experts_(layer) if quantized else layer, SpecParams())
+    plain = [r for r in rules if not is_mxfp4(r)]
+    plain_hub = {n: hub[n] for r in plain for n in r.hub}
+    into.spec.tensors.update({k[len(spec_prefix):]: v for k, v in adapter.to_spec(plain, plain_hub).items()})
+    into.spec.codes.update({r.spec[0][len(spec_prefix):]: (r, hub[r.hub[0]], hub[r.hub[1]]) for r in rules if is_mxfp4(r)})
     into.layer.load_state_dict({k[len(prefix):]: v for k, v in hub.items()}, strict=False, assign=True)
     for name in hub:
         mod_name, leaf = name[len(prefix):].rsplit(".", 1)
         mod = into.layer.get_submodule(mod_name)
-        setattr(mod, leaf, torch.nn.Parameter(getattr(mod, leaf).detach().to(device=device), requires_grad=False))
+        t = getattr(mod, leaf).detach().to(device=device)
+        setattr(mod, leaf, torch.nn.Parameter(t, requires_grad=False) if t.is_floating_point() else t)  # codes: buffers
     return into
 
 
@@ -299,6 +340,11 @@ class Checker:
                     tolerance(model, self.name), exact, metric="l2" if low else "max")
         c.note = c.note or note
         self.rows.append(c)
+
+
+def chk_np(t: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A leg's output as a float64 NumPy array."""
+    return t.detach().to("cpu", torch.float64).numpy() if isinstance(t, torch.Tensor) else t
 
 
 def stage_rng(seed: int, layer: int, stage: str) -> np.random.Generator:
@@ -390,8 +436,9 @@ def _impl_legs(impls: tuple[Impl, ...], component: str, tensors: dict[str, np.nd
         fn = impl.covered().get(component)
         if fn is None or chk.name not in impl.dtypes:
             continue
-        inputs = Inputs({k: torch.from_numpy(np.ascontiguousarray(v)).to(device=chk.device, dtype=chk.dtype)
-                         for k, v in tensors.items()}, impl.name, component)
+        inputs = Inputs({k: torch.from_numpy(np.ascontiguousarray(v)).to(
+            device=chk.device, dtype=chk.dtype if v.dtype.kind == "f" else None) for k, v in tensors.items()},
+            impl.name, component)  # MXFP4 codes stay uint8
         try:
             with torch.no_grad():
                 got = fn(Call(impl.name, component, inputs, {**sizes, **extra}, chk.dtype, chk.device))
@@ -409,9 +456,95 @@ def moe_route(ld: Loaded, own: dict, x: np.ndarray, k: int) -> list[list[int]]:
     return [ref.top_k(ref.router_scores(row, p["router.weight"]) + p["router.bias"], k) for row in x]
 
 
+#: a routed expert's matrices: spec name, name in `moe.expert.{name}[e]`, hub module
+EXPERT_WEIGHTS = (("gateWeight", "gate", "w1"), ("upWeight", "up", "w3"), ("downWeight", "down", "w2"))
+#: the Lean theorem `quantization_budget` evaluates (its hypothesis: every weight within its block's scale)
+BUDGET_THEOREM = "KimiK3.Microscaling.MXFP4Expert.abs_forward_dequantize_sub_le"
+
+
+def quantization_budget(z_nl: np.ndarray, w: dict[str, np.ndarray], scale_io: dict[str, np.ndarray],
+                        gate_cap: float, up_cap: float) -> np.ndarray:
+    """The proved quantization bound from the MXFP4 file alone, per row and output `[N, L]`.
+
+    `MXFP4Expert.abs_forward_dequantize_sub_le` bounds |y(dequantized) − y(master)| by
+    `errorBound` for every full-precision master whose weights lie within their block's scale of
+    the dequantized ones (`|Ŵ − W| ≤ s`: any ceil-rule quantization, `quantizeMXFP4Block_error_le`;
+    a floor-rule one where |W| ≤ 7 s). `errorBound` needs the master's |D|; |D| ≤ |D̂| + s_D, and
+    the bound grows with |D|, so `errorBound` at |D̂| + s_D bounds every such master's error:
+    how far the released expert may be from any master it was quantized from, without the master."""
+    q = {k: Quantized(np.empty(0), np.empty(0), scale_io[k], w[k]) for k in scale_io}
+    return error_bound(z_nl, q, np.abs(w["downWeight"]) + scale_io["downWeight"], gate_cap, up_cap)
+
+
+def check_codes(chk: Checker, e: int, w: dict[str, np.ndarray], codes: dict[str, tuple], z_nl: np.ndarray,
+                want: np.ndarray, own: dict, stats: dict) -> dict[str, np.ndarray]:
+    """One MXFP4 expert's decode check (`expert.{e}` output `decode`, exact: the number of decoded
+    weights that are not finite in float64 or in the torch leg's compute dtype must be 0) and its
+    quantization budget, folded into the unit's `stats`; returns the per-entry scales `[in, out]`."""
+    cd = compute_dtype(chk.dtype)
+    bad64 = sum(int((~np.isfinite(a)).sum()) for a in w.values())
+    bad_cd = 0 if cd == torch.float64 else sum(int((~torch.isfinite(torch.from_numpy(a).to(cd))).sum()) for a in w.values())
+    scales = [sc for _, _, sc in codes.values()]
+    lo, hi = min(int(sc.min()) for sc in scales), max(int(sc.max()) for sc in scales)
+    cd_name = str(cd).removeprefix("torch.")
+    in_cd = "" if cd == torch.float64 else f", {bad_cd} in {cd_name} (the torch leg's compute dtype)"
+    chk.rows.append(Comparison(f"expert.{e}", chk.unit.layer, chk.kind, chk.name, "mxfp4", "finite", "decode",
+                               float(bad64 + bad_cd), 0.0, bad64 + bad_cd == 0,
+                               note=f"E8M0 codes {lo}..{hi}; non-finite weights: {bad64} in float64{in_cd}"))
+    scale_io = {k: mxfp4.expand_scales(mxfp4.decode_scales(sc)).T.numpy() for k, (_, _, sc) in codes.items()}
+    budget = quantization_budget(z_nl, w, scale_io, own["gate_cap"], own["up_cap"])
+    rel = float(budget.max() / max(np.abs(want).max(), np.finfo(float).tiny))
+    stats["experts"] = stats.get("experts", 0) + 1
+    stats["scale_codes"] = [min(lo, stats.get("scale_codes", [lo, hi])[0]), max(hi, stats.get("scale_codes", [lo, hi])[1])]
+    stats["nonfinite_float64"] = stats.get("nonfinite_float64", 0) + bad64
+    if cd != torch.float64:
+        stats[f"nonfinite_{cd_name}"] = stats.get(f"nonfinite_{cd_name}", 0) + bad_cd
+    stats["budget_rel_max"] = max(stats.get("budget_rel_max", 0.0), rel)
+    stats["budget_theorem"] = BUDGET_THEOREM
+    return scale_io
+
+
+def check_master(chk: Checker, e: int, w: dict[str, np.ndarray], master_w: dict[str, np.ndarray],
+                 scale_io: dict[str, np.ndarray], z_nl: np.ndarray, legs: dict[str, np.ndarray], own: dict,
+                 model: ErrorModel, stats: dict) -> None:
+    """One MXFP4 expert against its full-precision master (`master_w`, spec names): `master_fit`
+    counts the weights outside their block's scale of the master (`|Ŵ − W| ≤ s`, the hypothesis
+    of `MXFP4Expert.abs_forward_dequantize_sub_le`; exact, 0 to pass); `bound`, per leg
+    (`legs`: its output on `z_nl`), is `max |y − y_master| / (errorBound + slack)` under 1, the
+    slack the float evaluation error of both experts at the leg's dtype (float64 for NumPy)."""
+    bad, worst = 0, ""
+    for k, _, hub in EXPERT_WEIGHTS:
+        over = np.abs(w[k] - master_w[k]) / scale_io[k]
+        n = int((over > 1).sum())
+        if n:
+            i = np.unravel_index(int(np.argmax(over)), over.shape)
+            worst += f"; {hub}: {n} outside (worst [in, out] = {[int(x) for x in i]}: |Ŵ − W| = {float(over[i]):.3g} s)"
+        bad += n
+    chk.rows.append(Comparison(f"expert.{e}", chk.unit.layer, chk.kind, chk.name, "mxfp4", "master", "master_fit",
+                               float(bad), 0.0, bad == 0,
+                               note=f"weights farther than their block's scale from the master: {bad}{worst}"))
+    y_master = ref.expert(z_nl, master_w["gateWeight"], master_w["upWeight"], master_w["downWeight"], own)
+    q = {k: Quantized(np.empty(0), np.empty(0), scale_io[k], w[k]) for k in scale_io}
+    bound = error_bound(z_nl, q, master_w["downWeight"], own["gate_cap"], own["up_cap"])
+    for leg, y in legs.items():
+        tol = tolerance(model, "float64" if leg == "numpy" else chk.name)
+        slack = tol * (np.abs(y_master).max(-1, keepdims=True) + np.abs(y).max(-1, keepdims=True))
+        diff = np.abs(y - y_master)
+        ratio = diff / (bound + slack)
+        worst_r = float(ratio.max()) if np.isfinite(ratio).all() else math.inf
+        idx = np.unravel_index(int(np.argmax(ratio)), ratio.shape) if math.isfinite(worst_r) else (0, 0)
+        chk.rows.append(Comparison(f"expert.{e}", chk.unit.layer, chk.kind, chk.name, leg, "master", "bound", worst_r,
+                                   1.0, worst_r <= 1.0, [int(i) for i in idx], float(y[idx]), float(y_master[idx]),
+                                   float(diff[idx]), f"|y − y_master| / errorBound ({BUDGET_THEOREM}); "
+                                   f"bound {float(bound[idx]):.3e}"))
+        stats["bound_ratio_max"] = max(stats.get("bound_ratio_max", 0.0), worst_r)
+
+
 def check_channel(ckpt: LazyCheckpoint, cfg: K3Config, config_path: Path, own: dict, unit: Unit, opts: Options,
-                  chk: Checker, impls: tuple[Impl, ...], res: UnitResult, dtype: torch.dtype) -> None:
-    """The dense MLP, or the MoE stages of this shard (module docstring)."""
+                  chk: Checker, impls: tuple[Impl, ...], res: UnitResult, dtype: torch.dtype,
+                  quantized: bool = False, master: LazyCheckpoint | None = None) -> None:
+    """The dense MLP, or the MoE stages of this shard (module docstring); `quantized`: MXFP4
+    routed experts; `master`: their full-precision checkpoint (`check_master`)."""
     i, D, s = unit.layer, cfg.hidden_size, magnitude(opts.kind)
     x = chk.rnd(gaussian(stage_rng(opts.seed, i, "channel"), (opts.rows * opts.tokens, D), s))
     if not cfg.is_moe(i):
@@ -426,7 +559,7 @@ def check_channel(ckpt: LazyCheckpoint, cfg: K3Config, config_path: Path, own: d
     res.mixer = "moe"
     k, E = cfg.num_experts_per_token, cfg.num_experts
     base = [r for r in _rules(cfg, unit, ()) if unit.shard == 0 or ".moe.shared." not in r.spec[0]]
-    ld = load_unit(ckpt, cfg, config_path, unit, base, dtype, opts.device)  # router, shared, latent projections
+    ld = load_unit(ckpt, cfg, config_path, unit, base, dtype, opts.device, quantized=quantized)  # router, shared, latent
     routes = moe_route(ld, own, x, k)
     with torch.no_grad():
         run_idx, _ = ld.layer.block_sparse_moe.gate(chk.dev(x))
@@ -436,7 +569,7 @@ def check_channel(ckpt: LazyCheckpoint, cfg: K3Config, config_path: Path, own: d
     checked = sorted(set(routed) | set(extra))
     mine = checked[unit.shard::unit.shards]
     wanted = set(mine) | (set(routed) if unit.shards == 1 else set())
-    expert_rules = [r for r in _rules(cfg, unit, wanted) if ".moe.expert." in r.spec[0]]
+    expert_rules = [r for r in _rules(cfg, unit, wanted, quantized) if ".moe.expert." in r.spec[0]]
     load_unit(ckpt, cfg, config_path, unit, expert_rules, dtype, opts.device, into=ld)
     res.experts = mine
     moe, p = ld.layer.block_sparse_moe, ld.spec
@@ -470,12 +603,25 @@ def check_channel(ckpt: LazyCheckpoint, cfg: K3Config, config_path: Path, own: d
             chk.add("moe", "y", got, want, LatentMoEComponent().error_model({"d": D, "l": L, "hr": h, "k": k}), note=note)
     zr = chk.rnd(z)
     for e in mine:
+        w = {k: p[f"moe.expert.{n}[{e}]"] for k, n, _ in EXPERT_WEIGHTS}  # converted (MXFP4: decoded) once
         with torch.no_grad():
             got = moe.experts[e](chk.dev(zr))
-        want = ref.expert(zr, p[f"moe.expert.gate[{e}]"], p[f"moe.expert.up[{e}]"], p[f"moe.expert.down[{e}]"], own)
+        want = ref.expert(zr, w["gateWeight"], w["upWeight"], w["downWeight"], own)
         chk.add(f"expert.{e}", "y", got, want, expert_m)
-        tensors = {"x": zr, "gateWeight": p[f"moe.expert.gate[{e}]"], "upWeight": p[f"moe.expert.up[{e}]"],
-                   "downWeight": p[f"moe.expert.down[{e}]"]}
+        tensors = {"x": zr, **w}
+        if quantized:  # the file's codes too, hub layout, for adapters that run the MXFP4 kernels
+            codes = {k: p.codes[f"moe.expert.{n}[{e}]"] for k, n, _ in EXPERT_WEIGHTS}
+            scale_io = check_codes(chk, e, w, codes, zr, want, own, res.mxfp4)
+            if master is not None:
+                rules = [r for r in _rules(cfg, unit, {e}) if ".moe.expert." in r.spec[0]]
+                hub = {k: v.to(torch.float64) for k, v in master.read(rules, master.folder / "config.json").items()}
+                spec = adapter.to_spec(rules, hub)
+                master_w = {k: spec[f"layers.{i + 1}.moe.expert.{n}[{e}]"].numpy() for k, n, _ in EXPERT_WEIGHTS}
+                check_master(chk, e, w, master_w, scale_io, zr, {"numpy": want, "torch": chk_np(got)}, own, expert_m,
+                             res.mxfp4)
+                del master_w, spec, hub
+            for k, (_, packed, scale) in codes.items():
+                tensors[f"{k}.packed"], tensors[f"{k}.scale"] = packed.numpy(), scale.numpy()
         _impl_legs(impls, "expert", tensors, {"d": L, "h": h, "N": len(zr)}, unit, chk, {"y": want}, expert_m, e)
 
 
@@ -511,10 +657,28 @@ class Verifier:
         self.cfg = load_config(self.config_path)  # the torch leg's reader
         self.own = own_reading(self.config_path)  # the NumPy leg's reader (difftest's own)
         self.ckpt = LazyCheckpoint(self.folder)
+        self.quantized = is_quantized(self.folder, self.cfg)  # MXFP4 routed experts (a bad quantization_config: named)
+        self.master = self._master(opts.master) if opts.master else None
         self.opts, self.impls = opts, impls
         self.dtype = self.ckpt.dtype() if opts.dtype == "auto" else DTYPES[opts.dtype]
         if self.dtype not in DTYPES.values():
             self.dtype = torch.float32
+
+    def _master(self, folder: str) -> LazyCheckpoint:
+        """The full-precision master of an MXFP4 checkpoint: the same configuration, float experts."""
+        path = Path(folder) / "config.json"
+        if not self.quantized:
+            raise ConfigError(f"--master {folder}: {self.config_path} declares no MXFP4 quantization_config; "
+                              "a master is compared with MXFP4 experts only")
+        if not path.is_file():
+            raise ConfigError(f"--master {folder}: no config.json")
+        cfg = load_config(path)
+        if is_quantized(Path(folder), cfg):
+            raise ConfigError(f"--master {folder}: {path} declares a quantization_config; the master holds float experts")
+        if cfg != self.cfg:
+            diff = [f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(self.cfg, f.name)]
+            raise ConfigError(f"--master {folder}: {path} differs from {self.config_path} in {', '.join(diff)}")
+        return LazyCheckpoint(folder)
 
     def graph_leg(self) -> str:
         """Why the run has no graph leg (or that it has one)."""
@@ -527,17 +691,17 @@ class Verifier:
         reset_peak_rss()
         if self.opts.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
-        start, read0 = time.monotonic(), self.ckpt.bytes_read
+        start, read0 = time.monotonic(), self.ckpt.bytes_read + (self.master.bytes_read if self.master else 0)
         chk = Checker(unit, self.dtype, self.opts.device, self.opts.kind)
         try:
             if unit.kind == "attn":
                 ld = load_unit(self.ckpt, self.cfg, self.config_path, unit, _rules(self.cfg, unit, ()), self.dtype,
-                               self.opts.device)
+                               self.opts.device, quantized=self.quantized)
                 res.mixer = check_attn(ld, self.cfg, self.own, unit, self.opts, chk, self.impls)
                 del ld
             else:
                 check_channel(self.ckpt, self.cfg, self.config_path, self.own, unit, self.opts, chk, self.impls, res,
-                              self.dtype)
+                              self.dtype, self.quantized, self.master)
         except K3Error as exc:
             res.error = f"rank {rank}, {unit.label}: {exc}"
         except Exception as exc:  # reported by rank and layer; the other units go on
@@ -546,7 +710,7 @@ class Verifier:
                          f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
         res.comparisons = chk.rows
         res.seconds = round(time.monotonic() - start, 2)
-        res.bytes_read = self.ckpt.bytes_read - read0
+        res.bytes_read = self.ckpt.bytes_read + (self.master.bytes_read if self.master else 0) - read0
         res.peak_rss_mb = round(peak_rss_mb(), 1)
         if self.opts.device.startswith("cuda"):
             res.peak_gpu_mb = round(torch.cuda.max_memory_allocated() / 2**20, 1)

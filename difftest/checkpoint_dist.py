@@ -93,7 +93,7 @@ def run_distributed(verifier: Verifier, units: list[Unit], timeout_s: float,
     control = dist.new_group(backend="gloo", timeout=timeout) if cuda else None
     dist.monitored_barrier(group=control, timeout=timeout, wait_all_ranks=True)  # names a rank that never arrives
     kv = dist.PrefixStore("difftest/kv", base)
-    assignment = assign(verifier.cfg, units, world)
+    assignment = assign(verifier.cfg, units, world, verifier.quantized)
     mine = assignment[rank]
     progress(f"[rank {rank}/{world}] {len(mine)} unit(s): {', '.join(u.label for u in mine) or 'none'}")
     current = ["starting"]

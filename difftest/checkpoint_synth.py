@@ -10,8 +10,13 @@ of `pybridge.adapter.model_rules` (the one hub ↔ spec mapping).
 
     python -m difftest.checkpoint_synth --out /tmp/k3-synth --layers 2 --experts 4
 
-`quantize` is the hook for MXFP4 experts in the released layout (the Microscaling issue): it is
-passed through to the writer, which accepts only None until that format's writer lands.
+`--quantize mxfp4` writes the routed experts in the released MXFP4 layout (`pybridge.mxfp4`:
+`weight_packed` uint8, two E2M1 codes per byte, and `weight_scale` uint8 E8M0 per 32 entries),
+quantized by pybridge's quantizer through the adapter's rule (`adapter.mxfp4_linear`'s `to_hub`,
+the one `make-random-checkpoint --quantize mxfp4` uses), and config.json's `quantization_config`
+(`mxfp4.quantization_config`). The float draws are the same with and without it (same seed,
+same order), so the unquantized checkpoint of the same seed is the quantized one's master
+(`difftest checkpoint --master`).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ import click
 import torch
 from safetensors.torch import save_file
 
-from pybridge import adapter
-from pybridge.checkpoint import INDEX_NAME
+from pybridge import adapter, mxfp4
+from pybridge.checkpoint import INDEX_NAME, PACKED, check_mxfp4_widths
 from pybridge.config import config_from_dict
 
 PAPER_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "paper" / "config.json"
@@ -80,20 +85,34 @@ def random_tensor(name: str, shape: tuple[int, ...], gen: torch.Generator, pool:
     return (pool.repeat(math.ceil((start + n) / POOL))[start : start + n].reshape(shape) * (fan_in ** -0.5)).to(dtype)
 
 
+def rule_tensors(rule: adapter.Rule, gen: torch.Generator, pool: torch.Tensor, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The hub tensors of one rule: drawn (`random_tensor`); an MXFP4 layer's weight is drawn as
+    the float `[out, in]` weight it quantizes, in `dtype`, then quantized by the rule's `to_hub`
+    (`mxfp4.quantize`: ceil scale rule, ties to even)."""
+    if not rule.hub[0].endswith(PACKED):
+        return {n: random_tensor(n, s, gen, pool, dtype) for n, s in zip(rule.hub, rule.hub_shapes)}
+    base = rule.hub[0].removesuffix(PACKED)
+    w_oi = random_tensor(base + ".weight", rule.spec_shapes[0][::-1], gen, pool, dtype)
+    return dict(zip(rule.hub, rule.to_hub(w_oi.T)))
+
+
 def write_synthetic(out: str | Path, raw_config: dict, seed: int = 0, dtype: torch.dtype = torch.bfloat16,
                     quantize: str | None = None, shard_layers: int = 1) -> dict:
     """Write config.json, one shard per `shard_layers` layers (plus one for the embedding, head
-    and final norms) and the index into `out`; returns {"bytes": size on disk, "tensors": n}."""
-    if quantize is not None:
-        raise click.BadParameter(f"quantize={quantize!r}: MXFP4 expert writing is not implemented yet "
-                                 "(the Microscaling issue adds it)", param_hint="--quantize")
+    and final norms) and the index into `out`; `quantize="mxfp4"`: routed experts in the released
+    MXFP4 layout. Returns {"bytes": size on disk, "tensors": n, "shards": n}."""
+    if quantize not in (None, "mxfp4"):
+        raise click.BadParameter(f"quantize={quantize!r}: known: mxfp4", param_hint="--quantize")
+    cfg = config_from_dict(raw_config)
+    if quantize:
+        check_mxfp4_widths(cfg)
+        raw_config = {**raw_config, "quantization_config": mxfp4.quantization_config()}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(raw_config, indent=1) + "\n", encoding="utf-8")
-    cfg = config_from_dict(raw_config)
     gen = torch.Generator().manual_seed(seed)
     pool = torch.randn(POOL, generator=gen).to(dtype)
-    rules = adapter.model_rules(cfg)
+    rules = adapter.model_rules(cfg, quantized=quantize == "mxfp4")
     groups: dict[str, list[adapter.Rule]] = {}
     for rule in rules:
         name = rule.hub[0]
@@ -103,7 +122,9 @@ def write_synthetic(out: str | Path, raw_config: dict, seed: int = 0, dtype: tor
     n_shards, weight_map, size = len(groups), {}, 0
     for k, (key, group) in enumerate(groups.items()):
         fname = f"model-{k + 1:05d}-of-{n_shards:05d}.safetensors"
-        tensors = {n: random_tensor(n, s, gen, pool, dtype) for r in group for n, s in zip(r.hub, r.hub_shapes)}
+        tensors = {}
+        for r in group:
+            tensors.update(rule_tensors(r, gen, pool, dtype))
         save_file(tensors, str(out / fname), metadata={"format": "pt"})
         weight_map.update(dict.fromkeys(tensors, fname))
         size += (out / fname).stat().st_size
@@ -126,7 +147,7 @@ def write_synthetic(out: str | Path, raw_config: dict, seed: int = 0, dtype: tor
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--dtype", default="bfloat16", show_default=True, type=click.Choice(list(DTYPES)))
 @click.option("--quantize", default=None, type=click.Choice(["mxfp4"]),
-              help="Routed experts in MXFP4 (the released layout); not implemented yet.")
+              help="Routed experts in MXFP4 (the released layout: weight_packed, weight_scale).")
 def main(out, layers, experts, top_k, shared, expert_hidden, latent, vocab, first_dense, seed, dtype, quantize) -> None:
     """Write a synthetic checkpoint at the paper's widths."""
     raw = synthetic_config(layers, experts, top_k, vocab, shared, expert_hidden, latent, first_dense)

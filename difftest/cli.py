@@ -235,8 +235,11 @@ def replay_command(summary: Path, device: str, impls) -> None:
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda (torchrun: each rank its LOCAL_RANK GPU).")
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
               help="Seconds before a silent rank counts as lost (collectives and heartbeats).")
+@click.option("--master", default=None, type=click.Path(exists=True, file_okay=False),
+              help="An MXFP4 checkpoint's full-precision master (same config.json, float experts): check each "
+                   "checked expert against it under the proved quantization bound.")
 def checkpoint_command(folder, layers, experts, expert_shards, impls, report_dir, tokens, rows, seed, kind, dtype, device,
-                       timeout_s) -> None:
+                       timeout_s, master) -> None:
     """Verify a hub checkpoint layer by layer at its own dimensions (difftest/checkpoint.py); exit
     status 1 when a layer fails or a rank is lost, 2 on bad input."""
     from difftest.checkpoint import Options
@@ -244,7 +247,7 @@ def checkpoint_command(folder, layers, experts, expert_shards, impls, report_dir
     from pybridge.errors import K3Error
 
     try:
-        code = verify(str(folder), layers, Options(tokens, rows, seed, kind, dtype, device, experts, expert_shards),
+        code = verify(str(folder), layers, Options(tokens, rows, seed, kind, dtype, device, experts, expert_shards, master or ""),
                       _load_impls(impls), report_dir, timeout_s, _say)
     except (K3Error, ValueError) as exc:  # bad input: one `Error:` line naming the file / tensor / option, status 2
         err = click.ClickException(str(exc))

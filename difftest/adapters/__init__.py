@@ -58,7 +58,10 @@ class Contract:
 
 
 CONTRACTS: dict[str, Contract] = {
-    "expert": Contract("x [N, d]; gateWeight, upWeight [d, h]; downWeight [h, d]", {"y": "[N, d]"}, ("y",)),
+    "expert": Contract("x [N, d]; gateWeight, upWeight [d, h]; downWeight [h, d] (an MXFP4 checkpoint's expert: "
+                       "these dequantized, and its codes gateWeight.packed [h, d/2], gateWeight.scale [h, d/32], … "
+                       "uint8, hub layout; call.hub() then gives w1.weight_packed, w1.weight_scale, …)",
+                       {"y": "[N, d]"}, ("y",)),
     "latent_moe": Contract("x [N, d] and the LatentMoE weights (spec names; call.tensors lists them)",
                            {"y": "[N, d]", "route": "[N, k] sorted expert ids (float64)"}, ("y",)),
     "kda_recurrence": Contract(
@@ -138,6 +141,9 @@ class Call:
         if self.component == "mla":
             return adapter.to_hub(adapter.mla_rules(self.config()), spec)
         if self.component == "expert":
+            if "gateWeight.packed" in spec:  # MXFP4 (difftest checkpoint): the file's codes, as stored
+                return {f"{hub}.weight_{part}": spec[f"{name}.{part}"] for name, hub in
+                        (("gateWeight", "w1"), ("upWeight", "w3"), ("downWeight", "w2")) for part in ("packed", "scale")}
             return adapter.to_hub(adapter.expert_rules(self.sizes["d"], self.sizes["h"]), spec)
         if self.component == "decoder_step":
             from difftest.components.decoder import case_model
