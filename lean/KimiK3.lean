@@ -27,6 +27,7 @@ public import KimiK3.Graph
 public import KimiK3.Model
 public import KimiK3.Exec
 public import KimiK3.Microscaling
+public import KimiK3.Training
 public import KimiK3.Vision
 
 /-!

@@ -17,7 +17,9 @@ import torch.nn.functional as F
 
 from difftest import runner
 from difftest.components import base
-from pybridge import adapter, attnres, config, kda, layers, mla, moe
+import test_mxfp4_mutations as mxfp4_bugs  # the planted quantizer bugs, defined with their own tests
+import test_speculative as speculative_bugs  # the planted rollback bug, likewise
+from pybridge import adapter, attnres, config, kda, layers, mla, moe, mxfp4
 from pybridge import model as k3model
 from pybridge.graph import compile as graph_compile
 from pybridge.layers import compute_dtype, lin, rms_norm
@@ -554,6 +556,49 @@ def test_decoder_step_flags_a_route_that_is_not_the_top_k(monkeypatch) -> None:
     monkeypatch.setattr(moe.MoEGate, "forward", gate_bottom_k)
     routes = [c for c in flagged("decoder_step") if c.output.endswith(".route")]
     assert routes and all(c.tol == 0.0 and "exact output differs" in c.note for c in routes)
+
+
+# --- microscaling and speculative decoding (issues 19, 20) -----------------------------------------
+
+
+def test_mxfp4_rounding_half_up_at_the_midpoints_is_flagged(monkeypatch) -> None:
+    """E2M1 ties rounded away from zero, not to the even code."""
+    monkeypatch.setattr(mxfp4, "e2m1_codes", mxfp4_bugs.half_up)
+    failures = {(c.kind, c.output, c.ref) for c in flagged("mxfp4_expert")}
+    assert {("midpoint", f"{w}.packed", "numpy") for w in ("gateWeight", "upWeight", "downWeight")} <= failures
+
+
+def test_mxfp4_floor_scale_rule_is_flagged(monkeypatch) -> None:
+    """The block scale 2^⌊log₂(amax/6)⌋ (OCP's floor rule) instead of the ceil rule."""
+    monkeypatch.setattr(mxfp4, "scale_codes", mxfp4_bugs.floor_scale)
+    failures = {(c.kind, c.output, c.ref) for c in flagged("mxfp4_expert")}
+    assert ("random", "gateWeight.scale", "numpy") in failures and ("random", "y", "numpy") in failures
+
+
+def test_mxfp4_swapped_nibbles_are_flagged(monkeypatch) -> None:
+    """The even entry packed in the high nibble."""
+    monkeypatch.setattr(mxfp4, "pack_codes", mxfp4_bugs.swapped_nibbles)
+    failures = {(c.kind, c.output, c.ref) for c in flagged("mxfp4_expert")}
+    assert {("random", "downWeight.packed", "numpy"), ("random", "y", "numpy")} <= failures
+
+
+def test_mxfp4_scales_along_the_wrong_axis_are_flagged(monkeypatch) -> None:
+    """Scales broadcast along the wrong axis (entry j gets group j mod G)."""
+    monkeypatch.setattr(mxfp4, "expand_scales", mxfp4_bugs.tiled_scales)
+    assert ("random", "y", "numpy") in {(c.kind, c.output, c.ref) for c in flagged("mxfp4_expert")}
+
+
+def test_speculative_rollback_keeping_the_conv_windows_is_flagged(monkeypatch) -> None:
+    """Rejected tokens roll back the KDA states and MLA caches but not the conv windows."""
+    speculative_bugs.keep_conv_windows_of_the_verify_pass(monkeypatch)
+    failures = flagged("speculative_step")
+    failed = {(c.kind, c.impl, c.ref) for c in failures}
+    for kind in ("none", "partial"):
+        assert {(kind, "torch speculative", "numpy"), (kind, "torch speculative", "torch serial")} <= failed, failed
+    # mixed: the rows' accept counts left the plan, so the rows' outputs differ in length
+    notes = [c.note for c in failures if c.kind == "mixed"]
+    assert notes and all("accepted counts differ from the plan" in n for n in notes), notes
+    assert not any(kind in ("all", "zero") for kind, _, _ in failed)  # nothing is rolled back there
 
 
 # --- equivalent rewrites: not flagged ----------------------------------------------------------------
