@@ -107,6 +107,7 @@ def check_config_cmd(path: str) -> None:
     click.echo(
         f"{result.path}: {result.checked} report-stated fields checked, {len(result.mismatches)} mismatches; "
         f"not stated in the report (unchecked): {', '.join(result.unverifiable) or 'none'}"
+        + (f"; vision fields not checked: {result.vision_unchecked}" if result.vision_unchecked else "")
     )
     if result.mismatches or result.wf_problems:
         sys.exit(1)

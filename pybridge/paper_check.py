@@ -58,6 +58,18 @@ REPORT_FIELDS: dict[str, str] = {
     "linear_attn_config.full_attn_layers": "Fig. 2, §2.1: MLA at n % 4 = 0 and n = 93 (24 layers)",
 }
 
+#: The vision encoder's report-stated fields (k3-spec §1; `vision_config` beside `text_config`).
+VISION_FIELDS: dict[str, str] = {
+    "vision_config.patch_size": "Table 1, §2.4: MoonViT-V2 patch size 14",
+    "vision_config.vt_num_hidden_layers": "Table 1, §2.4: MoonViT-V2 27 layers",
+    "vision_config.vt_num_attention_heads": "Table 1, §2.4: MoonViT-V2 12 heads",
+    "vision_config.merge_kernel_size": "§2.4: 2 x 2 spatial merge",
+    "vision_config.text_hidden_size": "§2.4: MoonViT output width 7,168",
+}
+#: The derived check: the encoder's parameter count, in millions as the report rounds it.
+VISION_PARAMETERS = "vision encoder parameters (millions, from vision_config)"
+VISION_PARAMETERS_SOURCE = "Table 1: MoonViT-V2 401 M parameters"
+
 
 @dataclass(frozen=True)
 class Mismatch:
@@ -105,6 +117,8 @@ class PaperCheck:
     mismatches: list[Mismatch]
     unverifiable: list[str]
     wf_problems: list[str]
+    #: why the vision fields were not checked (the file has no `vision_config`), else None
+    vision_unchecked: str | None = None
 
 
 def _lookup(d: dict, dotted: str) -> Any:
@@ -141,7 +155,7 @@ def _read_json(path: Path, what: str) -> dict:
 def paper_fields() -> dict[str, Any]:
     """The report-stated fields of the paper configuration (dotted name -> value)."""
     paper = _read_json(PAPER_CONFIG, "the paper configuration")
-    values = {name: _lookup(paper, name) for name in REPORT_FIELDS}
+    values = {name: _lookup(paper, name) for name in (*REPORT_FIELDS, *VISION_FIELDS)}
     missing = [name for name, v in values.items() if v is _MISSING]
     if missing:
         raise ConfigError(f"{PAPER_CONFIG}: the paper configuration lacks {', '.join(missing)}")
@@ -154,6 +168,7 @@ def check_config(path: str | Path) -> PaperCheck:
     if p.is_dir():
         p = p / "config.json"
     raw = _read_json(p, "config")
+    top = raw
     prefix = ""
     if "text_config" in raw:
         if not isinstance(raw["text_config"], dict):
@@ -163,13 +178,45 @@ def check_config(path: str | Path) -> PaperCheck:
     mismatches = [
         Mismatch(prefix + name, actual, want, REPORT_FIELDS[name])
         for name, want in expected.items()
-        if not _same(actual := _lookup(raw, name), want)
+        if name in REPORT_FIELDS and not _same(actual := _lookup(raw, name), want)
     ]
+    checked = len(REPORT_FIELDS)
+    vision_unchecked = None
+    if "vision_config" in top:
+        vision, checked = _vision_mismatches(top, expected), checked + len(VISION_FIELDS) + 1
+        mismatches += vision
+    else:
+        vision_unchecked = "the file has no vision_config (a text-only model)"
     lac = raw.get("linear_attn_config")
     present = [k for k in raw if k != "linear_attn_config"]
     present += [f"linear_attn_config.{k}" for k in lac] if isinstance(lac, dict) else []
     unverifiable = sorted(prefix + k for k in present if k not in REPORT_FIELDS and not k.startswith("_"))
-    return PaperCheck(p, len(expected), mismatches, unverifiable, wf_problems(raw))
+    return PaperCheck(p, checked, mismatches, unverifiable, wf_problems(raw), vision_unchecked)
+
+
+def _vision_mismatches(top: dict, expected: dict[str, Any]) -> list[Mismatch]:
+    """The vision fields that disagree with the report, then the encoder's parameter count (one
+    attention per block, `moonvit.encoder_parameter_count`) rounded to millions against 401."""
+    from pybridge.config import vision_config_from_dict
+    from pybridge.moonvit import encoder_parameter_count
+
+    out = [
+        Mismatch(name, actual, expected[name], VISION_FIELDS[name])
+        for name in VISION_FIELDS
+        if not _same(actual := _lookup(top, name), expected[name])
+    ]
+    vision = top["vision_config"]
+    try:
+        # the count needs no text width: the vision config's own stands in (the text/vision width
+        # agreement is a field mismatch above, or a well-formedness problem)
+        own = vision.get("text_hidden_size") if isinstance(vision, dict) else None
+        cfg = vision_config_from_dict(vision, own)
+        millions: Any = round(encoder_parameter_count(cfg) / 1e6)
+    except ConfigError as e:
+        millions = f"not computable ({e})"
+    if millions != 401:
+        out.append(Mismatch(VISION_PARAMETERS, millions, 401, VISION_PARAMETERS_SOURCE))
+    return out
 
 
 def mx_problems(cfg: K3Config, mx_block: int = MX_BLOCK) -> list[str]:

@@ -195,6 +195,9 @@ def test_summary_and_html_count_lean_cases_per_component(fake_lean, tmp_path) ->
     html = html_path.read_text(encoding="utf-8")
     assert "evaluated / cached / skipped" in html
     assert html.count(f"0 / 1 / 1\n (1 {runner.BEYOND_CASES})") == 2
+    # and the route checks of decoder_step, with the reasons for the unchecked ones
+    assert html.count("routes checked by Lean") == 1
+    assert (f"not checked\n 8 (the Lean evaluation has no route checks); 8 ({runner.BEYOND_CASES})") in html
     doc = json.loads((tmp_path / "report" / "summary.json").read_text(encoding="utf-8"))
     assert doc["components"]["decoder_step"]["lean"]["cached"] == 1
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pybridge.errors import ConfigError
-from pybridge.paper_check import REPORT_FIELDS, check_config
+from pybridge.paper_check import REPORT_FIELDS, VISION_FIELDS, VISION_PARAMETERS, check_config
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "fixtures" / "paper" / "config.json"
@@ -28,7 +28,8 @@ def _paper() -> dict:
 def test_paper_fixture_has_no_mismatch():
     result = check_config(PAPER)
     assert result.mismatches == [] and result.wf_problems == []
-    assert result.checked == len(REPORT_FIELDS)
+    assert result.checked == len(REPORT_FIELDS) + len(VISION_FIELDS) + 1  # + the parameter count
+    assert result.vision_unchecked is None
     assert "vocab_size" in result.unverifiable and "q_lora_rank" in result.unverifiable
 
 
@@ -147,3 +148,31 @@ def test_cli_exit_codes_and_output(tmp_path):
     assert "field 'num_attention_heads' is 64; the K3 report has 96" in bad.stdout
     gone = cli(str(tmp_path / "nope.json"))
     assert gone.returncode == 2 and gone.stderr.startswith("error: ") and "Traceback" not in gone.stderr
+
+
+def test_vision_fields_and_the_parameter_count_are_checked(tmp_path):
+    raw = _paper()
+    raw["vision_config"]["vt_num_attention_heads"] = 16
+    raw["vision_config"]["qkv_hidden_size"] = 1024  # 16 heads of 64: the file still loads
+    raw["vision_config"]["merge_kernel_size"] = [2, 1]
+    result = check_config(_write(tmp_path, raw))
+    by_field = {m.field: m for m in result.mismatches}
+    assert set(by_field) == {"vision_config.vt_num_attention_heads", "vision_config.merge_kernel_size", VISION_PARAMETERS}
+    # by hand: 27 blocks lose 4 * (1536 - 1024) * 1024 attention weights: 401,214,464 - 56,623,104 = 344.6 M
+    assert (by_field[VISION_PARAMETERS].actual, by_field[VISION_PARAMETERS].expected) == (345, 401)
+    assert "401 M parameters" in by_field[VISION_PARAMETERS].message(tmp_path / "config.json")
+
+
+def test_wider_vision_mlp_changes_only_the_parameter_count(tmp_path):
+    raw = _paper()
+    raw["vision_config"]["vt_intermediate_size"] = 4352  # not report-stated; + 27 * 2 * 1024 * 256
+    (m,) = check_config(_write(tmp_path, raw)).mismatches
+    assert (m.field, m.actual, m.expected) == (VISION_PARAMETERS, 415, 401)
+
+
+def test_text_only_config_says_the_vision_fields_were_not_checked(tmp_path):
+    raw = _paper()
+    del raw["vision_config"]
+    result = check_config(_write(tmp_path, raw))
+    assert result.mismatches == [] and result.checked == len(REPORT_FIELDS)
+    assert result.vision_unchecked == "the file has no vision_config (a text-only model)"
