@@ -104,7 +104,7 @@ def parse_messages(stdout: str, strict: bool = False) -> list[LeanMessage]:
 #: Options every offline Lean process gets. Each thread of `lean.js` is a worker that loads and
 #: links the whole wasm again (about 4-5 s of CPU and 0.5-0.7 GB each), and by default Lean starts
 #: 4 of them for a small module. One task-manager worker and synchronous elaboration need 2: on
-#: `Core/Kernel.lean`, 41 s of CPU and 2.4 GB instead of 53 s and 3.9 GB (docs/benchmarks.md).
+#: `Core/Kernel.lean`, 36 s of CPU and 2.6 GB instead of 47 s and 3.5 GB (docs/benchmarks-lean.md).
 #: Both are Lean's own options; they change the schedule of elaboration, not what is checked.
 OFFLINE_OPTIONS = ("-j1", "-DElab.async=false")
 
