@@ -92,7 +92,8 @@ def module_keys(modules: dict[str, Module], tc: Toolchain) -> dict[str, str]:
         if name not in keys:
             mod = modules[name]
             h = hashlib.sha256()
-            for part in (tc.identity, " ".join(LEAN_OPTIONS), name, mod.text, *sorted(key(d) for d in mod.imports)):
+            options = " ".join((*leanrun.process_options(tc), *LEAN_OPTIONS))
+            for part in (tc.identity, options, name, mod.text, *sorted(key(d) for d in mod.imports)):
                 h.update(part.encode())
                 h.update(b"\0")
             keys[name] = h.hexdigest()[:32]

@@ -101,8 +101,21 @@ def parse_messages(stdout: str, strict: bool = False) -> list[LeanMessage]:
     return messages
 
 
+#: Options every offline Lean process gets. Each thread of `lean.js` is a worker that loads and
+#: links the whole wasm again (about 4-5 s of CPU and 0.5-0.7 GB each), and by default Lean starts
+#: 4 of them for a small module. One task-manager worker and synchronous elaboration need 2: on
+#: `Core/Kernel.lean`, 36 s of CPU and 2.6 GB instead of 47 s and 3.5 GB (docs/benchmarks-lean.md).
+#: Both are Lean's own options; they change the schedule of elaboration, not what is checked.
+OFFLINE_OPTIONS = ("-j1", "-DElab.async=false")
+
+
+def process_options(tc: Toolchain) -> tuple[str, ...]:
+    """The options `command` adds to every `lean` command line on `tc` (none for native Lean)."""
+    return OFFLINE_OPTIONS if tc.kind == "offline" else ()
+
+
 def command(tc: Toolchain, args: list[str], unpatched: bool = False) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment that run `lean ARGS` on toolchain `tc`."""
+    """The argv and environment that run `lean ARGS` on toolchain `tc` (with `process_options`)."""
     env = dict(os.environ)
     if tc.kind == "native":
         return [str(tc.lean), *args], env
@@ -111,7 +124,7 @@ def command(tc: Toolchain, args: list[str], unpatched: bool = False) -> tuple[li
     # Node's own cache of compiled JavaScript: `lean.js` is 89 MB of glue that every process
     # would otherwise compile again (about 1.5 s of CPU per process, measured).
     env.setdefault("NODE_COMPILE_CACHE", str(cache_root() / "node-compile-cache"))
-    return [str(tc.node), str(js), *args], env
+    return [str(tc.node), str(js), *process_options(tc), *args], env
 
 
 def slot_count() -> int:
