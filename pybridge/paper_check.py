@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pybridge.config import K3Config, config_from_dict
+from pybridge.config import K3Config, config_from_dict, vision_config_from_dict
 from pybridge.errors import ConfigError
 
 #: The MX block of the release's quantization (`group_size` 32, k3-spec §1 `Config.WF`).
@@ -68,7 +68,8 @@ VISION_FIELDS: dict[str, str] = {
 }
 #: The derived check: the encoder's parameter count, in millions as the report rounds it.
 VISION_PARAMETERS = "vision encoder parameters (millions, from vision_config)"
-VISION_PARAMETERS_SOURCE = "Table 1: MoonViT-V2 401 M parameters"
+VISION_PARAMETERS_MILLIONS = 401
+VISION_PARAMETERS_SOURCE = f"Table 1: MoonViT-V2 {VISION_PARAMETERS_MILLIONS} M parameters"
 
 
 @dataclass(frozen=True)
@@ -196,9 +197,8 @@ def check_config(path: str | Path) -> PaperCheck:
 
 def _vision_mismatches(top: dict, expected: dict[str, Any]) -> list[Mismatch]:
     """The vision fields that disagree with the report, then the encoder's parameter count (one
-    attention per block, `moonvit.encoder_parameter_count`) rounded to millions against 401."""
-    from pybridge.config import vision_config_from_dict
-    from pybridge.moonvit import encoder_parameter_count
+    attention per block, `moonvit.encoder_parameter_count`) rounded to millions against the report's."""
+    from pybridge.moonvit import encoder_parameter_count  # imports torch: only when a file has vision
 
     out = [
         Mismatch(name, actual, expected[name], VISION_FIELDS[name])
@@ -214,8 +214,8 @@ def _vision_mismatches(top: dict, expected: dict[str, Any]) -> list[Mismatch]:
         millions: Any = round(encoder_parameter_count(cfg) / 1e6)
     except ConfigError as e:
         millions = f"not computable ({e})"
-    if millions != 401:
-        out.append(Mismatch(VISION_PARAMETERS, millions, 401, VISION_PARAMETERS_SOURCE))
+    if millions != VISION_PARAMETERS_MILLIONS:
+        out.append(Mismatch(VISION_PARAMETERS, millions, VISION_PARAMETERS_MILLIONS, VISION_PARAMETERS_SOURCE))
     return out
 
 
