@@ -105,8 +105,11 @@ def parse_messages(stdout: str, strict: bool = False) -> list[LeanMessage]:
 #: links the whole wasm again (about 4-5 s of CPU and 0.5-0.7 GB each), and by default Lean starts
 #: 4 of them for a small module. One task-manager worker and synchronous elaboration need 2: on
 #: `Core/Kernel.lean`, 36 s of CPU and 2.6 GB instead of 47 s and 3.5 GB (docs/benchmarks-lean.md).
-#: Both are Lean's own options; they change the schedule of elaboration, not what is checked.
-OFFLINE_OPTIONS = ("-j1", "-DElab.async=false")
+#: `--tstack` raises Lean's thread stack to 64 MB (in KB) to match the 256 MB worker stacks of the
+#: patched `lean.js`, so deep non-tail recursions (the paper-size graph serializer) do not overflow.
+#: All are Lean's own options; they change the schedule and stack of elaboration, not what is
+#: checked.
+OFFLINE_OPTIONS = ("-j1", "-DElab.async=false", "--tstack=65536")
 
 
 def process_options(tc: Toolchain) -> tuple[str, ...]:

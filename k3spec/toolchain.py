@@ -42,7 +42,17 @@ DLSYM_MAP = (
 #: start on demand, so one is enough (same results, less start-up time and memory).
 POOL_DEFAULT = "var pthreadPoolSize=4;"
 POOL_ONE = "var pthreadPoolSize=1;"
-PATCH_VERSION = "1"
+#: Each Lean thread runs in a Node worker whose V8 stack is Node's default (about 4 MB), which a
+#: non-tail recursion of depth 10,000 already overflows ("Maximum call stack size exceeded"),
+#: for example serializing the paper-size decoder graph. A 256 MB worker stack, with Lean's own
+#: thread stack raised to match (`leanrun.OFFLINE_OPTIONS`), runs depth 40,000
+#: (docs/benchmarks-lean.md).
+WORKER_DEFAULT = 'worker=new Worker(pthreadMainJs,{workerData:"em-pthread",name:"em-pthread"});'
+WORKER_BIG_STACK = (
+    'worker=new Worker(pthreadMainJs,{workerData:"em-pthread",name:"em-pthread",'
+    "resourceLimits:{stackSizeMb:256}});"
+)
+PATCH_VERSION = "2"
 
 
 class ToolchainError(RuntimeError):
@@ -86,19 +96,26 @@ class Toolchain:
 
 
 def patch_lean_js(source: str) -> str:
-    """Return `source` with the symbol-lookup speed fix and the single-worker pool.
+    """Return `source` with the symbol-lookup speed fix, the single-worker pool and big worker stacks.
 
     Each replaced statement must occur exactly once; otherwise the package is not the one this
     patch was measured on, and we fail loudly rather than run an unknown variant.
     """
-    for old, what in ((DLSYM_SCAN, "the __dlsym_js export scan"), (POOL_DEFAULT, "the pthread pool size")):
+    replacements = (
+        (DLSYM_SCAN, DLSYM_MAP, "the __dlsym_js export scan"),
+        (POOL_DEFAULT, POOL_ONE, "the pthread pool size"),
+        (WORKER_DEFAULT, WORKER_BIG_STACK, "the pthread worker creation"),
+    )
+    for old, _, what in replacements:
         count = source.count(old)
         if count != 1:
             raise ToolchainError(
                 f"lean.js patch: expected exactly one occurrence of {what} ({old!r}), found {count}; "
                 f"is this really {LEAN_WASM_PACKAGE}?"
             )
-    return source.replace(DLSYM_SCAN, DLSYM_MAP).replace(POOL_DEFAULT, POOL_ONE)
+    for old, new, _ in replacements:
+        source = source.replace(old, new)
+    return source
 
 
 def _native_lean() -> Path | None:
@@ -224,7 +241,7 @@ def install(force: bool = False) -> Toolchain:
         pkg = tmp / "lean-pkg" / "package"
         shutil.move(pkg / "lean.wasm", stage / "lean.wasm")
         original = (pkg / "lean.js").read_text()
-        _say("patching lean.js (symbol lookup through a Map, one pre-started worker) ...")
+        _say("patching lean.js (symbol lookup through a Map, one pre-started worker, 256 MB worker stacks) ...")
         (stage / "lean.js").write_text(patch_lean_js(original))
         # Kept beside the patched file so tests can compare verdicts; lean.js finds lean.wasm
         # next to itself, so both variants share it.

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from k3spec import leanrun, toolchain
-from k3spec.toolchain import DLSYM_MAP, DLSYM_SCAN, POOL_DEFAULT, POOL_ONE, ToolchainError
+from k3spec.toolchain import (
+    DLSYM_MAP,
+    DLSYM_SCAN,
+    POOL_DEFAULT,
+    POOL_ONE,
+    WORKER_BIG_STACK,
+    WORKER_DEFAULT,
+    ToolchainError,
+)
 
 # `prelude` files import nothing, so the unpatched toolchain checks them in about 25 s.
 PASSING = "prelude\ninductive T : Type where\n  | t : T\n\ndef T.same (x : T) : T := x\n"
@@ -19,11 +27,19 @@ FAILING = "prelude\ninductive T : Type where\n  | t : T\n\ndef T.wrong : T := T.
 
 
 def test_patch_replaces_each_statement_once() -> None:
-    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c"
-    assert toolchain.patch_lean_js(source) == f"a;{DLSYM_MAP}b;{POOL_ONE}c"
+    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c{WORKER_DEFAULT}d"
+    assert toolchain.patch_lean_js(source) == f"a;{DLSYM_MAP}b;{POOL_ONE}c{WORKER_BIG_STACK}d"
 
 
-@pytest.mark.parametrize("source", [f"{POOL_DEFAULT}", f"{DLSYM_SCAN}{DLSYM_SCAN}{POOL_DEFAULT}", f"{DLSYM_SCAN}"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"{POOL_DEFAULT}{WORKER_DEFAULT}",
+        f"{DLSYM_SCAN}{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}",
+        f"{DLSYM_SCAN}{WORKER_DEFAULT}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}",
+    ],
+)
 def test_patch_refuses_unknown_lean_js(source: str) -> None:
     with pytest.raises(ToolchainError, match="expected exactly one occurrence"):
         toolchain.patch_lean_js(source)
