@@ -44,8 +44,9 @@ namespace HistogramConfig
 
 variable [Scalar α] (cfg : HistogramConfig α)
 
-/-- Edge `b` of the layout: `lower + b·width` (report App. D). -/
-def edge (b : Nat) : α := cfg.lower + (b : α) * cfg.width
+/-- Edge `b` of the layout: `lower + b·width` (report App. D). `macro_inline`: generic code of
+another module calls it (see Core's `Kernel`). -/
+@[macro_inline] def edge (b : Nat) : α := cfg.lower + (b : α) * cfg.width
 
 /-- Value `t` lies in bin `b` (report App. D), clamped: `b < bins`, `edge b ≤ t` unless `b = 0`,
 and `t < edge (b+1)` unless `b` is the last bin. -/
@@ -83,12 +84,13 @@ def prefixCount (h : Nat → Nat) : Nat → Nat
   | 0 => 0
   | b + 1 => prefixCount h b + h b
 
-/-- Tokens whose required bias is below `β`: `#{i | t_i < β}`, the tokens bias `β` routes. -/
-def belowCount [Scalar α] {n : Nat} (values : Fin n → α) (β : α) : Nat :=
+/-- Tokens whose required bias is below `β`: `#{i | t_i < β}`, the tokens bias `β` routes.
+`macro_inline` (generic code of another module calls it). -/
+@[macro_inline] def belowCount [Scalar α] {n : Nat} (values : Fin n → α) (β : α) : Nat :=
   finCount n (fun i => decide (values i < β))
 
-/-- Tokens whose required bias is at most `β`: `#{i | t_i ≤ β}`. -/
-def atMostCount [Scalar α] {n : Nat} (values : Fin n → α) (β : α) : Nat :=
+/-- Tokens whose required bias is at most `β`: `#{i | t_i ≤ β}` (`macro_inline`, as `belowCount`). -/
+@[macro_inline] def atMostCount [Scalar α] {n : Nat} (values : Fin n → α) (β : α) : Nat :=
   finCount n (fun i => decide (values i ≤ β))
 
 /-! ## Counting facts -/
