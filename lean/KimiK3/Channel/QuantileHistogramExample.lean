@@ -70,6 +70,7 @@ theorem tied_example :
 theorem spread_kthSmallest :
     IsKthSmallest 3 spreadValues (1 / 2) ∧
       estimate exampleConfig (binCount exampleConfig spreadValues) 3 2 - 1 / 2 = exampleConfig.width := by
+  unfold IsKthSmallest
   decide +kernel
 
 end QuantileBalancing
