@@ -113,22 +113,33 @@ section Ordered
 
 variable [OrderedScalarField α]
 
-private theorem natCast_nonneg (a : Nat) : (0 : α) ≤ (a : α) := by
+/-- Casts of naturals are nonnegative (at `OrderedScalarField`; Core's needs `ScalarLaws`). -/
+theorem natCast_nonneg (a : Nat) : (0 : α) ≤ (a : α) := by
   induction a with
   | zero => rw [Lean.Grind.Semiring.natCast_zero]; grind
   | succ a ih => rw [Lean.Grind.Semiring.natCast_succ]; have := zero_lt_one' (α := α); grind
 
-private theorem natCast_le_natCast {a b : Nat} (h : a ≤ b) : (a : α) ≤ (b : α) := by
+/-- Casts of naturals are monotone. -/
+theorem natCast_le_natCast {a b : Nat} (h : a ≤ b) : (a : α) ≤ (b : α) := by
   obtain ⟨k, rfl⟩ := Nat.exists_eq_add_of_le h
   have e : ((a + k : Nat) : α) = (a : α) + (k : α) := Lean.Grind.Semiring.natCast_add a k
   have := natCast_nonneg (α := α) k
   grind
 
-private theorem natCast_pos {a : Nat} (h : 0 < a) : (0 : α) < (a : α) := by
+/-- A positive natural is a positive scalar. -/
+theorem natCast_pos {a : Nat} (h : 0 < a) : (0 : α) < (a : α) := by
   obtain ⟨k, rfl⟩ := Nat.exists_eq_add_of_le h
   have e : ((1 + k : Nat) : α) = 1 + (k : α) := by
     rw [Lean.Grind.Semiring.natCast_add, Lean.Grind.Semiring.natCast_one]
   have := natCast_nonneg (α := α) k
+  have := zero_lt_one' (α := α)
+  grind
+
+/-- Casts of naturals reflect the order. -/
+theorem le_of_natCast_le {a b : Nat} (h : (a : α) ≤ (b : α)) : a ≤ b := by
+  apply Classical.byContradiction; intro hlt
+  have h1 := natCast_le_natCast (α := α) (show b + 1 ≤ a by omega)
+  have e : ((b + 1 : Nat) : α) = (b : α) + 1 := Lean.Grind.Semiring.natCast_succ b
   have := zero_lt_one' (α := α)
   grind
 

@@ -14,8 +14,9 @@ is `< β`; among the tokens tied at `β`, route the lowest-indexed ones, as many
 missing (`k − #{t < β}`).
 
 * `tieRoutedCount_eq`: it routes `max (#{t < β}) (min k #{t ≤ β})` tokens, for every `β`;
-* `tieRoutedCount_eq_target`: exactly `k` whenever `#{t < β} ≤ k ≤ #{t ≤ β}` (in margins, the
-  condition of `coordinateObjective_minimum_iff`: every minimizer of `F_k`);
+* `tieRoutedCount_eq_target`: exactly `k` whenever `#{t < β} ≤ k ≤ #{t ≤ β}`; in margins this is
+  the condition of `coordinateObjective_minimum_iff`, so at every minimizer θ of `F_k` the tie
+  rule with bias `−θ` routes exactly `k` (`tieRoutedCount_eq_target_of_minimum`);
 * `tieRoutedCount_kthSmallest`: exactly `k` at the `k`-th smallest value `q`, which is unique
   (`isKthSmallest_unique`), so the routed set is a function of the values and `k` alone;
 * `tieRouted_eq_of_no_tie`: without a value at `β` the rule is the strict rule `t < β`.
@@ -120,6 +121,21 @@ theorem isKthSmallest_unique {n : Nat} {values : Fin n → α} {k : Nat} {q q' :
   · rcases lt_or_eq_of_le' h with h | h
     · have := key h; omega
     · exact h.symm
+
+/-- **Every minimizer of the coordinate objective routes exactly `k` under the tie rule**
+(App. C Eq. 24, corrected): if θ minimizes `F_k` for the margins `m`, the tie rule with the
+required biases `−m` and bias `−θ` routes exactly `k` tokens, ties included. -/
+theorem tieRoutedCount_eq_target_of_minimum {n : Nat} {k : Nat} {margins : Fin n → α} {θ : α}
+    (hMin : ∀ c, coordinateObjective (k : α) margins θ ≤ coordinateObjective (k : α) margins c) :
+    tieRoutedCount (fun i => -margins i) (-θ) k = k := by
+  obtain ⟨h1, h2⟩ := (coordinateObjective_minimum_iff (k : α) margins θ).mp hMin
+  have e1 : belowCount (fun i => -margins i) (-θ) = exceedanceCount margins θ :=
+    finCount_congr (fun i => decide_eq_decide.mpr (by grind))
+  have e2 : atMostCount (fun i => -margins i) (-θ) = atLeastCount margins θ :=
+    finCount_congr (fun i => decide_eq_decide.mpr (by grind))
+  apply tieRoutedCount_eq_target
+  · rw [e1]; exact le_of_natCast_le h1
+  · rw [e2]; exact le_of_natCast_le h2
 
 /-- Without a value tied at `β`, the tie rule is the strict rule `t < β`. -/
 theorem tieRouted_eq_of_no_tie {n : Nat} {values : Fin n → α} {β : α} (k : Nat)
