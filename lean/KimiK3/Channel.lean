@@ -15,10 +15,16 @@ public import KimiK3.Channel.LatentMoEGraph
 public import KimiK3.Channel.LatentMoEModel
 public import KimiK3.Channel.Quantile
 public import KimiK3.Channel.AppendixC
+public import KimiK3.Channel.QuantileHistogram
+public import KimiK3.Channel.QuantileThreshold
+public import KimiK3.Channel.QuantileTies
+public import KimiK3.Channel.QuantileHistogramExample
 
 /-!
 # Channel mixers (report §2.3, App. B–C; k3-spec §2.6–2.8)
 
 SiTU and the expert FFN, the expert graph, top-k routing with a tie rule and a route checker,
-the router, Stable LatentMoE and Quantile Balancing. See `Channel/README.md`.
+the router, Stable LatentMoE and Quantile Balancing (the coordinate objective, the pooled
+histogram, bin selection and interpolation with their guarantees, tie resolution by index).
+See `Channel/README.md`.
 -/
