@@ -15,6 +15,8 @@ public import KimiK3.Channel.LatentMoEGraph
 public import KimiK3.Channel.LatentMoEModel
 public import KimiK3.Channel.Quantile
 public import KimiK3.Channel.AppendixC
+public import KimiK3.Channel.MoonEP
+public import KimiK3.Channel.MoonEPExample
 
 /-!
 # Channel mixers (report §2.3, App. B–C; k3-spec §2.6–2.8)
