@@ -22,5 +22,5 @@ public import KimiK3.Channel.MoonEPExample
 # Channel mixers (report §2.3, App. B–C; k3-spec §2.6–2.8)
 
 SiTU and the expert FFN, the expert graph, top-k routing with a tie rule and a route checker,
-the router, Stable LatentMoE and Quantile Balancing. See `Channel/README.md`.
+the router, Stable LatentMoE, Quantile Balancing and MoonEP's expert-parallel counting. See `Channel/README.md`.
 -/
