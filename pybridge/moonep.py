@@ -32,7 +32,8 @@ the remainder to the next overloaded rank (whose only source it becomes) instead
 the deficit over two sources. A rank hands on less than S K that way, so a source never gives
 more than its home load. Within a source, its hottest home experts go to its destinations first.
 The seed formalization proves the two counting statements (its `MoonEP.lean`, read for the
-statement shapes only); this project's Lean half of them is not written yet, and this planner and
+statement shapes only); this project proves them in `lean/KimiK3/Channel/MoonEP.lean`, whose
+checker `checkPlan` is run on this planner's plans (tests/test_parallel_lean.py); the planner and
 any migration runtime are not verified (docs/parallel.md).
 """
 

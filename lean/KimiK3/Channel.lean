@@ -19,12 +19,14 @@ public import KimiK3.Channel.QuantileHistogram
 public import KimiK3.Channel.QuantileThreshold
 public import KimiK3.Channel.QuantileTies
 public import KimiK3.Channel.QuantileHistogramExample
+public import KimiK3.Channel.MoonEP
+public import KimiK3.Channel.MoonEPExample
 
 /-!
 # Channel mixers (report §2.3, App. B–C; k3-spec §2.6–2.8)
 
 SiTU and the expert FFN, the expert graph, top-k routing with a tie rule and a route checker,
 the router, Stable LatentMoE and Quantile Balancing (the coordinate objective, the pooled
-histogram, bin selection and interpolation with their guarantees, tie resolution by index).
-See `Channel/README.md`.
+histogram, bin selection and interpolation with their guarantees, tie resolution by index) and
+MoonEP's expert-parallel counting. See `Channel/README.md`.
 -/

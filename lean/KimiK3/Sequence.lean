@@ -9,6 +9,7 @@ public import KimiK3.Sequence.KDAChunkDecay
 public import KimiK3.Sequence.KDAExamples
 public import KimiK3.Sequence.AffineSummary
 public import KimiK3.Sequence.KDAChunk
+public import KimiK3.Sequence.ContextParallel
 public import KimiK3.Sequence.KDALayer
 public import KimiK3.Sequence.Graphs
 public import KimiK3.Sequence.KDAGraph
@@ -21,6 +22,6 @@ public import KimiK3.Sequence.MLAGraph
 # Sequence mixers (k3-spec §2.1–2.3)
 
 Aggregator of `KimiK3/Sequence/`: the causal scan, KDA (one head, retention, chunked
-evaluation), the affine-summary algebra and Gated MLA (list and packed steps and their
+evaluation), the affine-summary algebra and context-parallel composition, and Gated MLA (list and packed steps and their
 bridge). See `Sequence/README.md`.
 -/
