@@ -169,8 +169,9 @@ def _signature(cfg, past: int) -> tuple[list, list, list]:
 def test_decoder_graph_follows_the_configuration(name: str, config: Path, past: int) -> None:
     """The exported decoder step has exactly the configuration's parameters, states and outputs,
     in schedule order, and one AttnRes softmax per retrieval (two per layer and the final one) plus
-    one per MLA layer. (The paper-dimension export `Decoder.jsonPaper` overflows the offline Lean's
-    stack; when it is exported, add `("decoder_step_paper", PAPER, 1)` here.)"""
+    one per MLA layer. (The paper-dimension export `Decoder.jsonPaper` exceeds the offline Lean's 4 GB
+    wasm heap, `lean/KimiK3/Graph/README.md`; when it is exported, add
+    `("decoder_step_paper", PAPER, 1)` here.)"""
     cfg = load_config(config)
     doc = json.loads((GRAPHS / f"{name}.json").read_text(encoding="utf-8"))
     want_params, want_inputs, want_outputs = _signature(cfg, past)
