@@ -189,9 +189,14 @@ def check_config(path: str | Path) -> PaperCheck:
     else:
         vision_unchecked = "the file has no vision_config (a text-only model)"
     lac = raw.get("linear_attn_config")
-    present = [k for k in raw if k != "linear_attn_config"]
+    present = [k for k in raw if k not in ("linear_attn_config", "vision_config")]
     present += [f"linear_attn_config.{k}" for k in lac] if isinstance(lac, dict) else []
     unverifiable = sorted(prefix + k for k in present if k not in REPORT_FIELDS and not k.startswith("_"))
+    # the vision sub-fields the report does not state (its stated ones are VISION_FIELDS), wherever
+    # the file keeps `vision_config` (beside `text_config`, or in a flat file)
+    vis = top.get("vision_config")
+    vis_present = [f"vision_config.{k}" for k in vis if not k.startswith("_")] if isinstance(vis, dict) else []
+    unverifiable += sorted(k for k in vis_present if k not in VISION_FIELDS)
     return PaperCheck(p, checked, mismatches, unverifiable, wf_problems(raw), vision_unchecked)
 
 

@@ -31,6 +31,12 @@ def test_paper_fixture_has_no_mismatch():
     assert result.checked == len(REPORT_FIELDS) + len(VISION_FIELDS) + 1  # + the parameter count
     assert result.vision_unchecked is None
     assert "vocab_size" in result.unverifiable and "q_lora_rank" in result.unverifiable
+    # vision: only the sub-fields the report does not state, never the whole `vision_config`
+    vision = _paper()["vision_config"]
+    unstated = {f"vision_config.{k}" for k in vision} - set(VISION_FIELDS)
+    assert "vision_config" not in result.unverifiable
+    assert unstated and unstated <= set(result.unverifiable)
+    assert not set(VISION_FIELDS) & set(result.unverifiable)
 
 
 def test_report_numbers_in_the_paper_fixture():
