@@ -122,24 +122,23 @@ def check(messages: Sequence[Message]) -> None:
         if m.tool_calls and m.role != "assistant":
             raise ChatTemplateError(f"{at}: field 'tool_calls' is only allowed on assistant messages (role {m.role!r})")
         for j, call in enumerate(m.tool_calls):
-            where = f"{at}: field 'tool_calls[{j}]'"
-            _check_name(call.name, f"{where}.name")
+            _check_name(call.name, f"{at}: field 'tool_calls[{j}].name'")
             for k, arg in enumerate(call.arguments):
-                w = f"{where}.arguments[{k}]"
-                _check_name(arg.name, f"{w}.name")
+                w = f"{at}: field 'tool_calls[{j}].arguments[{k}]"
+                _check_name(arg.name, f"{w}.name'")
                 if arg.kind not in ARG_KINDS:
-                    raise ChatTemplateError(f"{w}.type must be one of {ARG_KINDS}, got {arg.kind!r}")
+                    raise ChatTemplateError(f"{w}.type' must be one of {ARG_KINDS}, got {arg.kind!r}")
                 if not isinstance(arg.value, str) or OPEN in arg.value:
-                    raise ChatTemplateError(f"{w}.value must be a string without '<|', got {arg.value!r}")
-                if arg.kind == "json" and _compact(arg.value, w) != arg.value:
-                    raise ChatTemplateError(f"{w}.value is not compact JSON: {arg.value!r}")
+                    raise ChatTemplateError(f"{w}.value' must be a string without '<|', got {arg.value!r}")
+                if arg.kind == "json" and _compact(arg.value, f"{w}.value'") != arg.value:
+                    raise ChatTemplateError(f"{w}.value' is not compact JSON: {arg.value!r}")
 
 
 def _compact(text: str, where: str) -> str:
     try:
         return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
     except ValueError as err:
-        raise ChatTemplateError(f"{where}.value is not JSON ({err}): {text!r}") from None
+        raise ChatTemplateError(f"{where} is not JSON ({err}): {text!r}") from None
 
 
 # ---------------------------------------------------------------- serializer (reference)
