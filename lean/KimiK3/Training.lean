@@ -7,6 +7,7 @@ public import KimiK3.Training.SpeculativeExample
 public import KimiK3.Training.Pretraining
 public import KimiK3.Training.ChatTemplate
 public import KimiK3.Training.ChatTemplateRoundTrip
+public import KimiK3.Training.ChatTemplateMedia
 
 /-!
 # Training and decoding semantics (report §§3.3–3.4, §4.1.4; k3-spec §§2.11, 2.14)
@@ -15,5 +16,6 @@ EAGLE-3: feature fusion with the `[0 0 I]` initialization and the self-feeding t
 test (`Draft`), lossless speculative sampling over a finite vocabulary (`Speculative`), the
 seven-step likelihood loss (`DraftLoss`), the report's example (`SpeculativeExample`); the masked
 pretraining loss with its gradient derived (`Pretraining`); the XTML chat template's serializer
-and parser (`ChatTemplate`) with the round trip `parse_serialize` (`ChatTemplateRoundTrip`). See `Training/README.md`.
+and parser (`ChatTemplate`) with the round trip `parse_serialize` (`ChatTemplateRoundTrip`) and one placeholder per media
+item (`ChatTemplateMedia`). See `Training/README.md`.
 -/
