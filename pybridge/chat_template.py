@@ -278,7 +278,7 @@ def from_dicts(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         role = _field(d, "role", at)
         content = d.get("content") or ""
         items = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(items, Sequence):
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise ChatTemplateError(f"{at}: field 'content' must be a string or a list, got {type(content).__name__}")
         parts: list[Text | Media] = []
         for j, item in enumerate(items):
@@ -295,8 +295,11 @@ def from_dicts(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
                 parts.append(Media(kind))
             else:
                 raise ChatTemplateError(f"{at}: field 'content[{j}].type' must be text, image or video, got {kind!r}")
+        raw_calls = d.get("tool_calls") or ()
+        if isinstance(raw_calls, (str, bytes, Mapping)) or not isinstance(raw_calls, Sequence):
+            raise ChatTemplateError(f"{at}: field 'tool_calls' must be a list, got {type(raw_calls).__name__}")
         calls = []
-        for j, c in enumerate(d.get("tool_calls") or ()):
+        for j, c in enumerate(raw_calls):
             where = f"{at}: field 'tool_calls[{j}]'"
             fn = c.get("function", c) if isinstance(c, Mapping) else c
             calls.append(ToolCall(_field(fn, "name", where), _arguments(_field(fn, "arguments", where), where)))

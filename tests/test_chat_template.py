@@ -144,6 +144,8 @@ BAD_DICTS = [
     ([{"role": "user", "content": [{"type": "text"}]}], "message 0: field 'content[0]': field 'text' is missing"),
     ([{"role": "user", "content": [{"type": "audio"}]}], "message 0: field 'content[0].type' must be"),
     ([{"role": "user", "content": 3}], "message 0: field 'content' must be a string or a list"),
+    ([{"role": "user", "content": {"type": "text"}}], "message 0: field 'content' must be a string or a list"),
+    ([{"role": "assistant", "tool_calls": 5}], "message 0: field 'tool_calls' must be a list"),
     ([{"role": "user", "content": "a<|end|>"}], "message 0: field 'content[0]': text contains the reserved"),
     ([{"role": "assistant", "tool_calls": [{"arguments": {}}]}], "message 0: field 'tool_calls[0]': field 'name' is missing"),
     ([{"role": "assistant", "tool_calls": [{"name": "f"}]}], "message 0: field 'tool_calls[0]': field 'arguments' is missing"),
@@ -201,6 +203,22 @@ def test_bad_texts_name_message_and_position(text: str, message: str) -> None:
     with pytest.raises(ChatTemplateError) as err:
         ct.parse(text)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mutated_texts_parse_or_raise_named_errors(seed: int) -> None:
+    """Truncations and one-character edits of valid texts: a parse (that serializes back to the
+    same text) or a `ChatTemplateError` naming the message, never another exception."""
+    rng = random.Random(1000 + seed)
+    text = ct.serialize(random_messages(rng) + ct.from_dicts(DICTS))
+    for _ in range(30):
+        i = rng.randrange(len(text))
+        variants = [text[:i], text[:i] + text[i + 1:], text[:i] + rng.choice('<|>"x\n') + text[i:]]
+        for v in variants:
+            try:
+                assert ct.serialize(ct.parse(v)) == v
+            except ChatTemplateError as err:
+                assert str(err).startswith("message ")
 
 
 def test_errors_are_input_errors() -> None:
