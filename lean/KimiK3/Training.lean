@@ -8,6 +8,7 @@ public import KimiK3.Training.Pretraining
 public import KimiK3.Training.ChatTemplate
 public import KimiK3.Training.ChatTemplateRoundTrip
 public import KimiK3.Training.ChatTemplateMedia
+public import KimiK3.Training.ChatTemplateSplice
 
 /-!
 # Training and decoding semantics (report §§3.3–3.4, §4.1.4; k3-spec §§2.11, 2.14)
@@ -17,5 +18,5 @@ test (`Draft`), lossless speculative sampling over a finite vocabulary (`Specula
 seven-step likelihood loss (`DraftLoss`), the report's example (`SpeculativeExample`); the masked
 pretraining loss with its gradient derived (`Pretraining`); the XTML chat template's serializer
 and parser (`ChatTemplate`) with the round trip `parse_serialize` (`ChatTemplateRoundTrip`) and one placeholder per media
-item (`ChatTemplateMedia`). See `Training/README.md`.
+item (`ChatTemplateMedia`), expanded into the visual splice (`ChatTemplateSplice`). See `Training/README.md`.
 -/
