@@ -601,6 +601,20 @@ def test_speculative_rollback_keeping_the_conv_windows_is_flagged(monkeypatch) -
     assert not any(kind in ("all", "zero") for kind, _, _ in failed)  # nothing is rolled back there
 
 
+# --- pretraining loss (issue 20 item 2) -------------------------------------------------------------
+
+def test_loss_gradient_at_masked_positions_is_flagged(monkeypatch) -> None:
+    """The mask forgotten in the closed-form gradient: masked positions get softmax − one-hot."""
+    import test_loss as loss_bugs  # the planted bug, defined with its own tests
+    from pybridge import loss as pyloss
+
+    monkeypatch.setattr(pyloss, "next_token_gradient", loss_bugs.forgotten_mask_gradient)
+    failed = {(c.kind, c.impl, c.ref, c.output) for c in flagged("next_token_loss")}
+    for kind in ("random", "peaked", "one_supervised", "sparse_mask"):
+        assert {(kind, "torch closed form", "numpy", "grad"), (kind, "torch closed form", "torch", "grad")} <= failed, failed
+    assert not any(impl == "torch" for _, impl, _, _ in failed)  # the loss and its autograd are untouched
+
+
 # --- equivalent rewrites: not flagged ----------------------------------------------------------------
 
 def test_permuting_the_merged_shared_hidden_units_is_not_flagged(monkeypatch) -> None:

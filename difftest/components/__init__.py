@@ -16,6 +16,7 @@ from difftest.components.base import Component, ErrorModel, LowpCheck
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
+from difftest.components.loss import NextTokenLossComponent
 from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 from difftest.components.speculative import SpeculativeStepComponent
@@ -25,6 +26,7 @@ COMPONENTS: dict[str, Component] = {
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
         AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(), MXFP4ExpertComponent(),
+        NextTokenLossComponent(),
     )
 }
 
