@@ -5,6 +5,8 @@ public import KimiK3.Training.Speculative
 public import KimiK3.Training.DraftLoss
 public import KimiK3.Training.SpeculativeExample
 public import KimiK3.Training.Pretraining
+public import KimiK3.Training.Muon
+public import KimiK3.Training.Mopd
 
 /-!
 # Training and decoding semantics (report §§3.3–3.4, §4.1.4; k3-spec §§2.11, 2.14)
@@ -12,5 +14,7 @@ public import KimiK3.Training.Pretraining
 EAGLE-3: feature fusion with the `[0 0 I]` initialization and the self-feeding training-time
 test (`Draft`), lossless speculative sampling over a finite vocabulary (`Speculative`), the
 seven-step likelihood loss (`DraftLoss`), the report's example (`SpeculativeExample`); the masked
-pretraining loss with its gradient derived (`Pretraining`). See `Training/README.md`.
+pretraining loss with its gradient derived (`Pretraining`); the Per-Head Muon layout and
+orthogonalizer contract (`Muon`); the MOPD reward and post-training controls (`Mopd`). See
+`Training/README.md`.
 -/
