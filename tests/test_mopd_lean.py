@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.bundle import bundle, dependency_order, run_lean
+from codegen.bundle import EvaluationError, bundle, dependency_order, run_lean
 from pybridge import mopd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def reward_cases() -> list[tuple[float, float, float]]:
     for _ in range(40):
         t, s = (float(x) for x in 1 - rng.random(2))  # in (0, 1]
         if rng.random() < 0.3:
-            t = t ** float(rng.integers(20, 200))  # tiny: |log ratio| beyond the cap
+            t = float(10.0 ** -rng.uniform(3, 300))  # tiny: |log ratio| beyond the cap
         out.append((float(rng.choice(CAPS)), t, s))
     return out
 
@@ -106,7 +106,8 @@ def lean_source() -> str:
     emit("verbosity", "[" + ", ".join(f"(verbosityWinner {a} {b} {fl(sig)} {fl(v)} {str(j).lower()}).val"
                                       for a, b, sig, v, j in verbosity_cases()) + "]")
     emit("index", "[" + ", ".join(f"(teacherIndex .{d} .{e}).val" for d in DOMAINS for e in EFFORTS) + "]")
-    emit("inverse", "finList 9 fun i => [(teacherOfIndex i).1.toFin.val, (teacherOfIndex i).2.toFin.val]")
+    emit("inverse", "[" + ", ".join(f"[(teacherOfIndex ⟨{i}, by decide⟩).1.toFin.val, "
+                                    f"(teacherOfIndex ⟨{i}, by decide⟩).2.toFin.val]" for i in range(9)) + "]")
     for R, x in RAT_CLIP:
         lines.append(f"#reduce (clip {rat(R)} {rat(x)} : Rat)")
     for r, n, tau, b in RAT_BUDGET:
@@ -124,9 +125,20 @@ def parse_rat(text: str) -> Fraction:
 
 
 @cache
+def lean_messages() -> tuple[list, str | None]:
+    """One Lean run per session: its messages, or the error (kept, so a failure is not rerun)."""
+    try:
+        return run_lean(lean_source(), "MopdRules"), None
+    except EvaluationError as err:
+        return [], str(err)
+
+
+@cache
 def lean_values() -> tuple[dict[str, list], list[Fraction], list[int]]:
+    messages, error = lean_messages()
+    assert error is None, error
     evals, reduced = {}, []
-    for message in run_lean(lean_source(), "MopdRules"):
+    for message in messages:
         if message.severity != "information":
             continue
         text = message.text.strip()

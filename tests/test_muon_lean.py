@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 
-from codegen.bundle import bundle, dependency_order, run_lean
+from codegen.bundle import EvaluationError, bundle, dependency_order, run_lean
 from pybridge import muon
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
@@ -91,9 +91,9 @@ def lean_source() -> str:
              "/-- One cubic Newton–Schulz step `3/2 M − 1/2 M (MᵀM)`. -/",
              "def cubic {r c : Nat} (M : Tensor Float [r, c]) : Tensor Float [r, c] :=",
              "  fun i j => 1.5 * M i j - 0.5 * finSum c (fun l => M i l * columnGram M l j)",
-             "def splitBits {r h c : Nat} (m : Tensor Float [r, h * c]) : List (List (List Nat)) :=",
+             "def splitBits {r h c : Nat} (m : Tensor Float [r, h * c]) : List (List (List UInt64)) :=",
              "  finList h fun a => finList r fun i => finList c fun j => (split m a i j).toBits",
-             "def matBits {r k : Nat} (m : Tensor Float [r, k]) : List (List Nat) :=",
+             "def matBits {r k : Nat} (m : Tensor Float [r, k]) : List (List UInt64) :=",
              "  finList r fun i => finList k fun j => (m i j).toBits"]
 
     def emit(key: str, body: str) -> None:
@@ -118,13 +118,24 @@ def lean_source() -> str:
 
 
 @cache
-def lean_values() -> dict[str, object]:
+def lean_run() -> tuple[dict[str, object], str | None]:
+    """One Lean run per session: its values, or the error (kept, so a failure is not rerun)."""
     out = {}
-    for message in run_lean(lean_source(), "MuonLayout"):
+    try:
+        messages = run_lean(lean_source(), "MuonLayout")
+    except EvaluationError as err:
+        return out, str(err)
+    for message in messages:
         if message.severity == "information" and message.text.lstrip().startswith("{"):
             doc = json.loads(message.text)
             out[doc["key"]] = doc["value"]
-    return out
+    return out, None
+
+
+def lean_values() -> dict[str, object]:
+    values, error = lean_run()
+    assert error is None, error
+    return values
 
 
 def to_float(nested: object) -> np.ndarray:
