@@ -4,6 +4,7 @@ public import KimiK3.Smoke.Double
 public import KimiK3.Smoke.DoubleFacts
 public import KimiK3.Core.Scalar
 public import KimiK3.Core.ScalarFacts
+public import KimiK3.Core.LogFacts
 public import KimiK3.Core.Kernel
 public import KimiK3.Core.Program
 public import KimiK3.Core.Tensor

@@ -1,4 +1,4 @@
--- bundle: KimiK3.Training.DraftLoss
+-- bundle: KimiK3.Training.DraftLoss KimiK3.Training.Muon KimiK3.Training.Mopd
 /-!
 # Training: EAGLE-3 fusion, training-time test, speculative sampling and the loss at `Float`
 
@@ -7,7 +7,9 @@ Hand-computed values (comments beside each check). The dyadic example
 acceptance `(1, 1/2, 1)`, correction `(1, 0, 0)`, one step emits `p`. The report's example
 `p = (0.55, 0.30, 0.15)`, `q = (0.25, 0.45, 0.30)` is checked within `1e-12`. Run by
 `tests/test_lean_checks.py`; the exact `Rat` comparison with pybridge is
-`tests/test_speculative_lean.py`.
+`tests/test_speculative_lean.py`. The Per-Head Muon layout, the Gram residual's max entry, the
+MOPD reward (`ln 8.75 ≈ 2.169054`), teacher index, budget override and verbosity rule end the
+file (comparisons with pybridge: `tests/test_muon_lean.py`, `tests/test_mopd_lean.py`).
 -/
 
 namespace KimiK3.TrainingChecks
@@ -79,5 +81,47 @@ def value : ELoss Float → Float
 #guard isTop (likelihoodLoss (fun i : Fin 2 => if i.val = 0 then 1 else 0) (fun i => if i.val = 0 then 0 else 1))
 #guard isTop (sevenStepLikelihoodLoss (fun s => if s.val = 3 then v3 1 0 0 else pr) (fun _ => v3 0 0.5 0.5))
 #guard near (value (sevenStepLikelihoodLoss (fun _ => pr) (fun _ => qr))) (7 * 0.356675) 1e-5
+
+
+/-! ## Per-Head Muon (`Training/Muon.lean`) and MOPD (`Training/Mopd.lean`) at `Float` -/
+
+section MuonMopd
+
+open KimiK3.Training.Muon KimiK3.Training.Mopd
+
+/-- `m[r, k] = 10 r + k`, 2 rows, 3 heads of 2 columns. -/
+def muonM : Tensor Float [2, 3 * 2] := fun r k => Float.ofNat (10 * r.val + k.val)
+
+-- head-major: head 1 owns columns 2, 3; head 2 column 1 is column 5 (= 1 + 2·2)
+#guard split (heads := 3) (columns := 2) muonM ⟨1, by decide⟩ ⟨0, by decide⟩ ⟨0, by decide⟩ == 2 &&
+  split (heads := 3) (columns := 2) muonM ⟨1, by decide⟩ ⟨1, by decide⟩ ⟨1, by decide⟩ == 13 &&
+  split (heads := 3) (columns := 2) muonM ⟨2, by decide⟩ ⟨1, by decide⟩ ⟨1, by decide⟩ == 15
+#guard (finList 2 fun r => finList 6 fun k => merge (split (heads := 3) (columns := 2) muonM) r k) ==
+  (finList 2 fun r => finList 6 fun k => muonM r k)
+
+/-- A 3 × 2 block with orthonormal columns (a column-permuted identity's first two columns). -/
+def muonQ : Tensor Float [3, 2] := fun r c => if r.val = 1 - c.val then 1 else 0
+
+-- MᵀM = I exactly; the unnormalized `2 Q` has residual max entry 3 (= 4 − 1)
+#guard maxAbsEntry (gramResidual muonQ) == 0 &&
+  maxAbsEntry (gramResidual (fun r c => 2 * muonQ r c)) == 3
+
+-- 0.70 / 0.08 rounds to 8.75 in binary64; ln 8.75 ≈ 2.1690537 (the report's 2.169), inside R = 5
+#guard near (reward 5 0.70 0.08) 2.169054 1e-6 && near (reward 5 0.08 0.70) (-2.169054) 1e-6 &&
+  reward (5 : Float) 0.3 0.3 == 0 && reward (5 : Float) 1 1e-300 == 5 && reward (5 : Float) 1e-300 1 == -5 &&
+  reward (0 : Float) 0.7 0.08 == 0
+
+#guard (teacherIndex .generalTasks .low).val == 0 && (teacherIndex .generalAgents .max).val == 5 &&
+  (teacherIndex .codingAgents .high).val == 7
+
+-- τ b₀ = 1.5 · 100 = 150: 150 tokens keep the reward, 151 get −1, twice the same
+#guard budgetOverride (0.5 : Float) 150 1.5 100 == 0.5 && budgetOverride (0.5 : Float) 151 1.5 100 == -1 &&
+  budgetOverride (budgetOverride (0.5 : Float) 151 1.5 100) 151 1.5 100 == -1
+
+-- limit σ v = 2 · 50 = 100: both overlong → the first loses; the second overlong → the first wins
+#guard verbosityWinner 101 120 (2 : Float) 50 true == 1 && verbosityWinner 100 101 (2 : Float) 50 false == 0 &&
+  verbosityWinner 100 100 (2 : Float) 50 true == 0 && verbosityWinner 99 100 (2 : Float) 50 false == 1
+
+end MuonMopd
 
 end KimiK3.TrainingChecks
