@@ -19,12 +19,15 @@ from difftest.components.depth import AttnResComponent
 from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 from difftest.components.speculative import SpeculativeStepComponent
+from difftest.components.vision import (MergeProjectComponent, VisionBlockComponent, VisionEmbedComponent,
+                                       VisionEncoderComponent)
 
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
         AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(), MXFP4ExpertComponent(),
+        VisionEmbedComponent(), VisionBlockComponent(), MergeProjectComponent(), VisionEncoderComponent(),
     )
 }
 
