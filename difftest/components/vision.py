@@ -42,17 +42,18 @@ def torch_vision():
     return torch_config().vision
 
 
+def tokens(grids: list[Grid]) -> int:
+    return sum(t * h * w for t, h, w in grids)
+
+
 def grid_sizes(grids: list[Grid]) -> dict[str, int]:
-    return {f"{k}{i}": n for i, g in enumerate(grids) for k, n in zip("thw", g)}
+    """The sizes of a case: `N` tokens in all, then each clip's `t{i}, h{i}, w{i}`."""
+    return {"N": tokens(grids), **{f"{k}{i}": n for i, g in enumerate(grids) for k, n in zip("thw", g)}}
 
 
 def grids_of(sizes: dict[str, int]) -> list[Grid]:
     n = sum(1 for k in sizes if k.startswith("t") and k[1:].isdigit())
     return [(sizes[f"t{i}"], sizes[f"h{i}"], sizes[f"w{i}"]) for i in range(n)]
-
-
-def tokens(grids: list[Grid]) -> int:
-    return sum(t * h * w for t, h, w in grids)
 
 
 # --- weights ------------------------------------------------------------------------------------
