@@ -731,6 +731,16 @@ def test_single_image_given_the_time_row_zero_is_flagged(monkeypatch) -> None:
     assert any(c.kind == "random" for c in flagged("vision_encoder"))
 
 
+def test_splice_filling_the_placeholders_in_reverse_is_flagged(monkeypatch) -> None:
+    """The visual tokens spliced into the placeholders last-first instead of in reading order."""
+    from pybridge import multimodal
+
+    real = multimodal.splice
+    monkeypatch.setattr(multimodal, "splice", lambda e, ids, ph, f: real(e, ids, ph, f.flip(0)))
+    failures = flagged("multimodal_prefill")
+    assert {c.output for c in failures} == {"logits"} and {c.kind for c in failures} == {"random", "leading"}
+
+
 def test_position_from_the_integer_bilinear_matrices_is_not_flagged(monkeypatch) -> None:
     """The position term as `rows · table · colsᵀ` with `moonvit_reference.bilinear_weights` (the
     exact integer formula) instead of `F.interpolate`: the same function."""

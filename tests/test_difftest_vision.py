@@ -16,7 +16,7 @@ from difftest.compare import compare, tolerance
 from difftest.components import COMPONENTS
 from difftest.config import TINY_CONFIG, ConfigReadError
 
-VISION = ("vision_embed", "vision_block", "merge_project", "vision_encoder")
+VISION = ("vision_embed", "vision_block", "merge_project", "vision_encoder", "multimodal_prefill")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,9 @@ def test_each_component_has_its_independent_legs(default_run) -> None:
     stages = {c.output for r in default_run.results for c in r.comparisons
               if c.component == "vision_encoder" and c.dtype == "bfloat16"}
     assert stages == {"embedding", "block0", "block1", "final_norm", "features"}
+    assert {("multimodal_prefill", "torch", "numpy")} <= pairs
+    outputs = {c.output for r in default_run.results for c in r.comparisons if c.component == "multimodal_prefill"}
+    assert outputs == {"features", "logits"}
 
 
 def test_graph_leg_runs_on_the_exported_grid_only(default_run) -> None:
@@ -97,7 +100,7 @@ def test_lean_skip_reasons_are_recorded() -> None:
     items = runner.build_cases(list(VISION), 1, 0)
     reasons = {comp.name: why for (comp, _), (_, why) in zip(items, runner.lean_plan(items, 2, False))}
     assert reasons["vision_embed"].startswith(runner.NOT_DEFAULT) and "55 s" in reasons["vision_embed"]
-    for name in ("vision_block", "merge_project", "vision_encoder"):
+    for name in ("vision_block", "merge_project", "vision_encoder", "multimodal_prefill"):
         assert reasons[name].startswith("no template") and len(reasons[name]) > len("no template")
     # --lean-all evaluates vision_embed, the only one with a template
     chosen = {comp.name for _, comp, _ in runner.lean_chosen(items, 2, True)}

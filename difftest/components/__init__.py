@@ -19,8 +19,8 @@ from difftest.components.depth import AttnResComponent
 from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 from difftest.components.speculative import SpeculativeStepComponent
-from difftest.components.vision import (MergeProjectComponent, VisionBlockComponent, VisionEmbedComponent,
-                                       VisionEncoderComponent)
+from difftest.components.vision import (MergeProjectComponent, MultimodalPrefillComponent, VisionBlockComponent,
+                                       VisionEmbedComponent, VisionEncoderComponent)
 
 COMPONENTS: dict[str, Component] = {
     c.name: c
@@ -28,6 +28,7 @@ COMPONENTS: dict[str, Component] = {
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
         AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(), MXFP4ExpertComponent(),
         VisionEmbedComponent(), VisionBlockComponent(), MergeProjectComponent(), VisionEncoderComponent(),
+        MultimodalPrefillComponent(),
     )
 }
 

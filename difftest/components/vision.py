@@ -422,3 +422,82 @@ class VisionEncoderComponent(VisionComponent):
 
 
 __all__ = ["VisionEmbedComponent", "VisionBlockComponent", "MergeProjectComponent", "VisionEncoderComponent"]
+
+
+# --- the multimodal prefill ----------------------------------------------------------------------
+
+class MultimodalPrefillComponent(VisionComponent):
+    name = "multimodal_prefill"
+    summary = ("placeholders replaced by MoonViT's visual tokens in reading order, then the tiny text model "
+               "(multimodal.prefill; NumPy: numpy_vision features spliced into numpy_ref.Decoder)")
+    lean_why_not = "no template: the Lean leg of the encoder is out of reach offline (see vision_encoder)"
+    kinds = {
+        "random": "two rows, two clips (1, 4, 6) and (2, 2, 4): 6 + 2 placeholders among text tokens",
+        "leading": "one row starting with its placeholders, one clip of 4 frames (4, 2, 4)",
+    }
+    kind_grids = {"random": [(1, 4, 6), (2, 2, 4)], "leading": [(4, 2, 4)]}
+    default_sizes = grid_sizes(kind_grids["random"])
+    rows = {"random": 2, "leading": 1}
+
+    def sample(self, rng, kind, sizes):
+        enc = VisionEncoderComponent().sample(rng, "random", sizes)
+        cfg, tcfg = self.own_config(), torch_config()
+        kh, kw = cfg["merge"]
+        visual = sum((h // kh) * (w // kw) for _, h, w in grids_of(sizes))
+        ph = tcfg.media_placeholder_token_id
+        B = self.rows[kind]
+        T = visual // B + 3
+        ids = rng.integers(0, tcfg.vocab_size // 2, (B, T))
+        slots = [(b, j) for b in range(B) for j in range(T)]
+        chosen = (slots[:visual] if kind == "leading" else
+                  sorted(map(tuple, np.array(slots)[rng.choice(len(slots), visual, replace=False)])))
+        for b, j in chosen:
+            ids[b, j] = ph
+        return {"model_seed": np.array(float(rng.integers(0, 2**20))), "ids": ids.astype(np.float64), **enc}
+
+    def numpy_outputs(self, case):
+        from difftest.components.decoder import DecoderStepComponent, case_model
+
+        feats = VisionEncoderComponent().numpy_outputs(case)["features"]
+        ids = case.tensors["ids"].astype(np.int64)
+        ph = torch_config().media_placeholder_token_id  # the prompt convention, not a computed value
+        dec_comp, model = DecoderStepComponent(), case_model(case.tensors)
+        logits, k = [], 0
+        for row in ids:
+            dec, out = dec_comp.decoder(model), []
+            for tok in row:
+                if tok == ph:
+                    out.append(dec.step_embedding(feats[k]))
+                    k += 1
+                else:
+                    out.append(dec.step(int(tok)))
+            logits.append(np.stack(out))
+        return {"features": feats, "logits": np.stack(logits)}
+
+    def torch_outputs(self, case, dtype, device):
+        from difftest.components.decoder import case_model
+        from pybridge import multimodal
+
+        model = case_model(case.tensors).to(device=device, dtype=dtype)
+        vit = VisionEncoderComponent().model(case, dtype, device)
+        ids = torch.tensor(case.tensors["ids"].astype(np.int64), device=device)
+        patches = t64(case.tensors["patches"]).to(device=device, dtype=dtype)
+        with torch.no_grad():
+            logits, _ = multimodal.prefill(model, vit, ids, patches, grids_of(case.sizes))
+            feats = vit(patches, grids_of(case.sizes))
+        return {"torch": {"features": to_np(feats), "logits": to_np(logits)}}
+
+    def lowp_checks(self, case, dtype, device):
+        """The visual tokens (the stored features, as merge-and-project); the text model's stages
+        at low precision are `decoder_step`'s checks."""
+        checks = VisionEncoderComponent().lowp_checks(case, dtype, device)
+        return [c for c in checks if c.output == "features"]
+
+    def error_model(self, sizes):
+        """The encoder's chain, then the text model's prefill over the row (decoder_step's chain
+        at P = the row length)."""
+        from difftest.components.decoder import DecoderStepComponent
+
+        e = VisionEncoderComponent().error_model(sizes)
+        d = DecoderStepComponent().error_model({"B": 1, "P": 16})
+        return ErrorModel(stores=e.stores + d.stores, accum=e.accum + d.accum, amp=4.0)
