@@ -706,7 +706,8 @@ def test_position_table_resampled_with_align_corners_is_flagged(monkeypatch) -> 
     failures = flagged("vision_embed")
     kinds = {c.kind for c in failures}
     assert {"random", "larger", "grid64"} <= kinds and "table" not in kinds
-    assert {("graph", "numpy"), ("torch", "graph")} & {(c.impl, c.ref) for c in failures} == {("torch", "graph")}
+    pairs = {(c.impl, c.ref) for c in failures}
+    assert ("torch", "graph") in pairs and ("graph", "numpy") not in pairs  # the graph and NumPy legs agree
 
 
 def test_single_image_given_the_time_row_zero_is_flagged(monkeypatch) -> None:
