@@ -133,7 +133,7 @@ class VisionEmbedComponent(VisionComponent):
                "graph vision_embed_tiny; moonvit.PatchEmbed)")
     template = "vision_embed"
     lean_targets = ("KimiK3.Exec.Kernel", "KimiK3.Vision.Embed")
-    lean_note = "one offline Lean bundle of its cases takes ~55 s (measured: 2 cases, 53.7 s)"
+    lean_note = "~55 s a bundle offline (2 cases: 53.7 s)"
     kinds = {
         "random": "2 frames of 6 × 4 patches (the graph's grid): both table axes resampled, time term",
         "single": "1 frame: no time term (not the f = 0 row)",
@@ -215,8 +215,9 @@ def block_model(cfg: dict, n: int) -> ErrorModel:
 class VisionBlockComponent(VisionComponent):
     name = "vision_block"
     summary = "MoonViT block: x + Attn_RoPE2D(RMSNorm x) over a clip, then x + MLP_GELU(RMSNorm x) (moonvit.VisionBlock)"
-    lean_why_not = ("no template: the function-backed Lean Block.forward (every score recomputed per entry) did not "
-                    "finish one block on a 1-frame 2 × 2 clip (4 tokens) in 340 s offline (measured; budget 60 s)")
+    #: measured: the library's function-backed `Block.forward` (every score recomputed per output
+    #: entry) did not finish one block on a 1-frame 2 × 2 clip in 340 s offline (budget 60 s)
+    lean_why_not = "no template: Lean Block.forward > 340 s at 4 tokens"
     kinds = {
         "random": "2 frames of 6 × 4 patches",
         "single": "1 frame of 4 × 6",
@@ -265,7 +266,7 @@ class MergeProjectComponent(VisionComponent):
     name = "merge_project"
     summary = ("temporal mean, 2 × 2 space-to-depth (channel (dh·2 + dw)·D + c), projector Linear → GELU_erf → "
                "Linear → RMSNorm, clip after clip (MoonViT.merge_project)")
-    lean_why_not = "no template yet: the function-backed Lean mergeProject was not measured in this round"
+    lean_why_not = "no template yet: Lean mergeProject not measured"
     kinds = {
         "random": "2 frames of 6 × 4",
         "clips": "three clips of different grids and frame counts: (1, 4, 6), (3, 2, 8), (4, 4, 2)",
@@ -313,7 +314,7 @@ class VisionEncoderComponent(VisionComponent):
     name = "vision_encoder"
     summary = ("MoonViT-V2 and its projector on several clips in one batch: torch batched varlen (block-diagonal "
                "mask) vs the per-clip plain reference vs NumPy (MoonViT.forward, moonvit_reference.features)")
-    lean_why_not = "no template: one Lean block alone took over 340 s at 4 tokens (vision_block)"
+    lean_why_not = "no template: one Lean block > 340 s (vision_block)"
     kinds = {
         "random": "five clips in one batch: (1, 4, 6) the table's grid, (3, 2, 8), (4, 4, 2), (1, 8, 10) larger "
                   "than the table, (2, 4, 2)",
@@ -430,7 +431,7 @@ class MultimodalPrefillComponent(VisionComponent):
     name = "multimodal_prefill"
     summary = ("placeholders replaced by MoonViT's visual tokens in reading order, then the tiny text model "
                "(multimodal.prefill; NumPy: numpy_vision features spliced into numpy_ref.Decoder)")
-    lean_why_not = "no template: the Lean leg of the encoder is out of reach offline (see vision_encoder)"
+    lean_why_not = "no template: needs the encoder (vision_encoder)"
     kinds = {
         "random": "two rows, two clips (1, 4, 6) and (2, 2, 4): 6 + 2 placeholders among text tokens",
         "leading": "one row starting with its placeholders, one clip of 4 frames (4, 2, 4)",
