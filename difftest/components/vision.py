@@ -266,7 +266,9 @@ class MergeProjectComponent(VisionComponent):
     name = "merge_project"
     summary = ("temporal mean, 2 × 2 space-to-depth (channel (dh·2 + dw)·D + c), projector Linear → GELU_erf → "
                "Linear → RMSNorm, clip after clip (MoonViT.merge_project)")
-    lean_why_not = "no template yet: Lean mergeProject not measured"
+    #: measured: the library's function-backed `mergeProject` (the post-norm recomputes the whole
+    #: projector for each output entry) did not finish one merged token (2 frames of 2 × 2) in 200 s
+    lean_why_not = "no template: Lean mergeProject > 200 s for one merged token"
     kinds = {
         "random": "2 frames of 6 × 4",
         "clips": "three clips of different grids and frame counts: (1, 4, 6), (3, 2, 8), (4, 4, 2)",
