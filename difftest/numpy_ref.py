@@ -251,7 +251,12 @@ class Decoder:
 
     def step(self, token: int) -> np.ndarray:
         """The logits of `token` after the tokens stepped so far."""
-        eps, depth = self.cfg["rms_eps"], Depth([self.p["token_embedding"][token]])
+        return self.step_embedding(self.p["token_embedding"][token])
+
+    def step_embedding(self, x_d: np.ndarray) -> np.ndarray:
+        """The logits of the input row `x_d` (a token's embedding, or a visual token spliced in
+        its place) after the rows stepped so far."""
+        eps, depth = self.cfg["rms_eps"], Depth([x_d])
         for i in range(len(self.mla)):
             q, rec = f"layers.{i + 1}.", {"seq_sources": depth.sources(), "state_in": self.states[i]}
             rec["seq_read"] = self.read(q + "seq_res", rec["seq_sources"])

@@ -210,9 +210,9 @@ def lean_plan(items: list[tuple[Component, Case]], lean_cases: int | None,
     for comp, case in items:
         view = comp.lean_case(case) if comp.template else None
         if view is None:
-            reason = NO_TEMPLATE
+            reason = comp.lean_why_not or NO_TEMPLATE
         elif not lean_all and not comp.lean_default:
-            reason = NOT_DEFAULT
+            reason = NOT_DEFAULT + (f": {comp.lean_note}" if comp.lean_note else "")
         elif not lean_all and case.kind in comp.lean_skip_kinds:
             reason = KIND_SKIPPED
         elif lean_cases is not None and taken.get(comp.name, 0) >= lean_cases:

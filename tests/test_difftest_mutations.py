@@ -668,3 +668,105 @@ def test_rmsnorm_by_division_is_not_flagged(monkeypatch) -> None:
     monkeypatch.setattr(layers, "rms_norm", rms_div)
     monkeypatch.setattr(attnres, "rms_norm", rms_div)
     passes("attnres")
+
+
+# --- MoonViT-V2 (issue 18): the vision encoder's planted bugs and a control ---------------------
+
+def test_rope_turning_pairs_by_column_then_row_is_flagged(monkeypatch) -> None:
+    """The 2-D RoPE axis order swapped: the first `head_dim/4` pairs turned by the column, the
+    last by the row (visible on every grid with a row or column > 0)."""
+    from pybridge import moonvit
+
+    real = moonvit.rope_angles
+
+    def swapped(cfg, h, w):
+        a = real(cfg, h, w)
+        R = cfg.rope_freqs
+        return torch.cat([a[:, R:], a[:, :R]], dim=1)
+
+    monkeypatch.setattr(moonvit, "rope_angles", swapped)
+    failures = flagged("vision_block")
+    assert {c.kind for c in failures if c.dtype == "float64"} >= {"random", "frames4", "larger"}
+    assert any(c.ref == "numpy" for c in flagged("vision_encoder"))
+
+
+def test_merge_with_the_column_offset_major_is_flagged(monkeypatch) -> None:
+    """Space-to-depth channel order `(dw·kh + dh)·D + c` instead of `(dh·kw + dw)·D + c`."""
+    from pybridge import moonvit
+
+    def merge_dw_major(y_nd, grid, kernel):
+        t, h, w = grid
+        kh, kw = kernel
+        d = y_nd.shape[-1]
+        x = y_nd.reshape(t, h // kh, kh, w // kw, kw, d).mean(0)
+        return x.permute(0, 2, 3, 1, 4).reshape((h // kh) * (w // kw), kh * kw * d)
+
+    monkeypatch.setattr(moonvit, "merge_clip", merge_dw_major)
+    failures = flagged("merge_project")
+    assert {"random", "clips", "single", "frames4"} <= {c.kind for c in failures}
+
+
+def test_position_table_resampled_with_align_corners_is_flagged(monkeypatch) -> None:
+    """Bilinear interpolation weights of `align_corners=True` (corner-aligned) instead of
+    half-pixel centres: every resampled grid moves; the table's own grid does not."""
+    from pybridge import moonvit
+
+    def corners(self, h, w, dtype):
+        table = self.pos_emb.weight.to(dtype).permute(2, 0, 1)[None]
+        grid = F.interpolate(table, size=(h, w), mode="bilinear", align_corners=True)
+        return grid[0].permute(1, 2, 0).reshape(h * w, -1)
+
+    monkeypatch.setattr(moonvit.PatchEmbed, "position", corners)
+    failures = flagged("vision_embed")
+    kinds = {c.kind for c in failures}
+    assert {"random", "larger", "grid64"} <= kinds and "table" not in kinds
+    pairs = {(c.impl, c.ref) for c in failures}
+    assert ("torch", "graph") in pairs and ("graph", "numpy") not in pairs  # the graph and NumPy legs agree
+
+
+def test_single_image_given_the_time_row_zero_is_flagged(monkeypatch) -> None:
+    """A single image gets the `f = 0` time row (sine half 0, cosine half 1) instead of nothing."""
+    from pybridge import moonvit
+
+    real = moonvit.PatchEmbed.forward
+
+    def with_row_zero(self, patches_np, grids):
+        out = real(self, patches_np, grids)
+        D, parts, start = self.cfg.hidden_size, [], 0
+        for t, h, w in grids:
+            n = t * h * w
+            extra = moonvit.time_table(1, D).to(out) if t == 1 else torch.zeros(1, D, dtype=out.dtype)
+            parts.append(out[start:start + n] + extra)
+            start += n
+        return torch.cat(parts)
+
+    monkeypatch.setattr(moonvit.PatchEmbed, "forward", with_row_zero)
+    failures = flagged("vision_embed")
+    assert {c.kind for c in failures} == {"single", "table", "grid64"}
+    assert any(c.kind == "random" for c in flagged("vision_encoder"))
+
+
+def test_splice_filling_the_placeholders_in_reverse_is_flagged(monkeypatch) -> None:
+    """The visual tokens spliced into the placeholders last-first instead of in reading order."""
+    from pybridge import multimodal
+
+    real = multimodal.splice
+    monkeypatch.setattr(multimodal, "splice", lambda e, ids, ph, f: real(e, ids, ph, f.flip(0)))
+    failures = flagged("multimodal_prefill")
+    assert {c.output for c in failures} == {"logits"} and {c.kind for c in failures} == {"random", "leading"}
+
+
+def test_position_from_the_integer_bilinear_matrices_is_not_flagged(monkeypatch) -> None:
+    """The position term as `rows · table · colsᵀ` with `moonvit_reference.bilinear_weights` (the
+    exact integer formula) instead of `F.interpolate`: the same function."""
+    from pybridge import moonvit, moonvit_reference
+
+    def by_matrices(self, h, w, dtype):
+        table = self.pos_emb.weight.to(dtype)
+        rows = moonvit_reference.bilinear_weights(table.shape[0], h).to(dtype)
+        cols = moonvit_reference.bilinear_weights(table.shape[1], w).to(dtype)
+        return torch.einsum("ri,cj,ijd->rcd", rows, cols, table).reshape(h * w, -1)
+
+    monkeypatch.setattr(moonvit.PatchEmbed, "position", by_matrices)
+    passes("vision_embed")
+    passes("vision_encoder")

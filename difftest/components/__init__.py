@@ -20,6 +20,8 @@ from difftest.components.loss import NextTokenLossComponent
 from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
 from difftest.components.speculative import SpeculativeStepComponent
+from difftest.components.vision import (MergeProjectComponent, MultimodalPrefillComponent, VisionBlockComponent,
+                                       VisionEmbedComponent, VisionEncoderComponent)
 
 COMPONENTS: dict[str, Component] = {
     c.name: c
@@ -27,6 +29,8 @@ COMPONENTS: dict[str, Component] = {
         ExpertComponent(), LatentMoEComponent(), KDARecurrenceComponent(), KDALayerComponent(), MLAComponent(),
         AttnResComponent(), DecoderStepComponent(), SpeculativeStepComponent(), MXFP4ExpertComponent(),
         NextTokenLossComponent(),
+        VisionEmbedComponent(), VisionBlockComponent(), MergeProjectComponent(), VisionEncoderComponent(),
+        MultimodalPrefillComponent(),
     )
 }
 

@@ -81,6 +81,10 @@ class Component:
     #: kinds the default run does not evaluate in Lean (too long for the offline interpreter;
     #: `--lean-all` evaluates them)
     lean_skip_kinds: tuple[str, ...] = ()
+    #: why a component without `lean_default` is left out of the default run (appended to the
+    #: skip reason), and why one without a template has none (replaces "no template")
+    lean_note: str = ""
+    lean_why_not: str = ""
     #: stacked case tensor -> its spec names, one per leading index (`{i}`)
     stacked: dict[str, str] = {}
 
