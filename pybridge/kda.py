@@ -54,7 +54,7 @@ def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 GROUP_TOKENS = 256  # kda_chunked works through the sequence in groups of whole chunks of about this many tokens
-SUB_CHUNK = 16  # kda_chunked: the sub-chunk whose middle value is the reference of its own e^{G_t-G_s}
+SUB_CHUNK = 16  # kda_chunked: sub-chunk size; the pairwise e^{G_t-G_s} is formed within a sub-chunk, factored across them
 
 
 def kda_chunked(
@@ -82,21 +82,29 @@ def kda_chunked(
         O = Q_hat S0 + M E = (Q_hat - M W) S0 + M U,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),
         Q_hat rows e^{G_t} q_t,  S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
 
-    Numerics: A and M need e^{G_t-G_s} <= 1, which must not be formed as e^{G_t} e^{-G_s}
-    (e^{-G_s} reaches e^{5C} at the gate floor g = -5). Each chunk is cut into sub-chunks of
-    c = min(C, SUB_CHUNK) tokens (a chunk that is not a multiple of c is padded at its end with
-    identity tokens q = k = v = 0, beta = g = 0: A is lower triangular, so the leading C x C
-    block of the padded system is the chunk's own). For sub-chunk i let b_i be G just before it
-    (0 for the first), E_i G at its last token and m_i G at its middle token (index c // 2):
-      * s <= t both in sub-chunk i: e^{G_t-G_s} = e^{G_t-m_i} e^{m_i-G_s}, both exponents in
-        [-5c/2, 5c/2], so at most e^{40} whatever C is;
+    Proved: the chunk split itself (each chunk applying its composed affine summary, outputs
+    reading the incoming state through their prefix summaries) equals the token scan,
+    `KimiK3.KDA.chunkedRun_eq_run` (lean/KimiK3/Sequence/KDAChunk.lean); the WY/UT solve above
+    and the factoring below are exact algebra checked here against `kda_recurrent`, not proved.
+
+    Numerics: every exponential this function forms has an exponent <= 0, so every factor is
+    in [0, 1]. A and M need e^{G_t-G_s} for s <= t, which is never formed as e^{G_t} e^{-G_s}
+    (e^{-G_s} reaches e^{5C} at the gate floor g = -5; the old e^{±(G - G_mid)} form gave NaN in
+    float32 from C = 36). Each chunk is cut into sub-chunks of c = min(C, SUB_CHUNK) tokens (a
+    chunk that is not a multiple of c is padded at its end with identity tokens q = k = v = 0,
+    beta = g = 0: A is lower triangular, so the leading C x C block of the padded system is the
+    chunk's own). For sub-chunk i let b_i be G just before it (0 for the first) and E_i G at its
+    last token:
+      * s <= t both in sub-chunk i: the pairwise e^{G_t-G_s} per key channel ([c, c, K] per
+        sub-chunk), its exponent masked to -inf where s > t BEFORE the exp, so it is <= 0
+        (G is a cumulative sum of g <= 0, non-increasing also after float rounding) and the
+        masked entries are exactly 0, never inf;
       * s in sub-chunk j < i: e^{G_t-G_s} = e^{G_t-b_i} e^{b_i-E_j} e^{E_j-G_s}, every exponent
         <= 0 because G is non-increasing and s <= (end of j) <= (end of i-1) < t;
-      * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat) and e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}:
-        exponents <= 0.
-    So no factor exceeds e^{5 SUB_CHUNK / 2} (float32-safe for per-token g >= -11; the model's
-    gate keeps g >= lower_bound = -5), and a product of factors <= 1 underflows only where the
-    exact term is below the dtype's smallest normal number. This changes only how
+      * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat), e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s} and
+        the state decay e^{G_C}: exponents <= 0.
+    So no factor exceeds 1 whatever C and g are, and a product of factors <= 1 underflows only
+    where the exact term is below the dtype's smallest normal number. This changes only how
     e^{G_t-G_s} is factored, not the system. The padding tail of the last chunk is an identity
     update too.
 
@@ -176,12 +184,16 @@ def _intra_chunk(
     b = F.pad(E[..., :-1, :], (0, 0, 1, 0))  # G before each sub-chunk (0 before the first)
     M, P = q.new_zeros(*lead, C, C), q.new_zeros(*lead, C, C)
     # (in-place ops below: on a CPU a fresh [N, B*H, C, K] buffer costs more in page faults than the op)
-    # blocks on the diagonal: m = the sub-chunk's middle value, |G_t - m| <= 5c/2
-    up = (Gs - Gs[..., c // 2 : c // 2 + 1, :]).exp_()
-    down = up.reciprocal().mul_(ks)
-    _set_blocks(M, 0, ((qs * up) @ down.mT).tril())
-    _set_blocks(P, 0, (up.mul_(ks) @ down.mT).tril(-1))
-    del up, down
+    # blocks on the diagonal: the pairwise e^{G_t-G_s}, masked to -inf above the diagonal BEFORE the
+    # exp, so every exponent is <= 0 (G is non-increasing, also after rounding) and s > t gives 0
+    pair = Gs[..., :, None, :] - Gs[..., None, :, :]  # [..., n, c(t), c(s), K]: G_t - G_s
+    pair.masked_fill_(_upper_mask(c, G.device)[:, :, None], float("-inf"))
+    kd = pair.exp_().mul_(ks[..., None, :, :])  # e^{G_t-G_s} k_s (0 for s > t)
+    mp = kd @ torch.stack([qs, ks], dim=-1)  # [..., n, c, c, 2]: q_t . e^{G_t-G_s} k_s and k_t . (same)
+    del pair, kd
+    _set_blocks(M, 0, mp[..., 0])
+    _set_blocks(P, 0, mp[..., 1].tril(-1))
+    del mp
     left = (Gs - b[..., None, :]).exp_()  # e^{G_t-b_i} <= 1
     q_left = qs * left
     k_left = left.mul_(ks)
@@ -200,6 +212,11 @@ def _intra_chunk(
         right.mul_((E[..., -1:, :] - E).exp()[..., None, :])  # e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}
     # with n = 1, b = 0 and E = G_C: left is already e^{G_t}, right e^{G_C-G_s}
     return M, P, q_left.view_as(q), k_left.view_as(k), right.view_as(k)
+
+
+def _upper_mask(c: int, device: torch.device) -> torch.Tensor:
+    """[c, c] bool: True where s > t (strictly above the diagonal)."""
+    return torch.ones(c, c, dtype=torch.bool, device=device).triu(1)
 
 
 def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:
