@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pybridge, not an installed one
 from pybridge.kda import kda_chunked, kda_recurrent
 from run_benchmarks import B, H, K, V, kda_flops, kda_inputs
 

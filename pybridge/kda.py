@@ -54,7 +54,7 @@ def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 GROUP_TOKENS = 256  # kda_chunked works through the sequence in groups of whole chunks of about this many tokens
-SUB_CHUNK = 16  # kda_chunked: sub-chunk size; the pairwise e^{G_t-G_s} is formed within a sub-chunk, factored across them
+SUB_CHUNK = 16  # kda_chunked: sub-chunk size; e^{G_t-G_s} is factored by halving within a sub-chunk, by sub-chunk ends across them
 
 
 def kda_chunked(
@@ -95,10 +95,11 @@ def kda_chunked(
     beta = g = 0: A is lower triangular, so the leading C x C block of the padded system is the
     chunk's own). For sub-chunk i let b_i be G just before it (0 for the first) and E_i G at its
     last token:
-      * s <= t both in sub-chunk i: the pairwise e^{G_t-G_s} per key channel ([c, c, K] per
-        sub-chunk), its exponent masked to -inf where s > t BEFORE the exp, so it is <= 0
-        (G is a cumulative sum of g <= 0, non-increasing also after float rounding) and the
-        masked entries are exactly 0, never inf;
+      * s <= t both in sub-chunk i (c padded to a power of two when C < SUB_CHUNK): halved
+        down to single tokens (`_diagonal_blocks`): in each 2w-block (w = c/2, ..., 1) with
+        first half A ending at E_A, t in the second half and s in A get
+        e^{G_t-G_s} = e^{G_t-E_A} e^{E_A-G_s}, both exponents <= 0 (G is a cumulative sum of
+        g <= 0, non-increasing also after float rounding); t = s is 1, s > t stays exactly 0;
       * s in sub-chunk j < i: e^{G_t-G_s} = e^{G_t-b_i} e^{b_i-E_j} e^{E_j-G_s}, every exponent
         <= 0 because G is non-increasing and s <= (end of j) <= (end of i-1) < t;
       * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat), e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s} and
@@ -143,25 +144,25 @@ def _chunk_group(
     inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
     inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
     V = v.shape[-1]
-    # R = [I; M] (I + A)^-1 Diag(beta) [V | -K_hat] = [[U, -W], [M U, -M W]], then Q_hat added to
-    # -M W: R[:, :V] = [U; M U] and R[:, V:] = [-W; Q] with Q = Q_hat - M W, so that one product
-    # per chunk gives [e; o] = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
-    R = torch.cat([inv, M @ inv], dim=-2) @ torch.cat([v, k_hat.neg_()], dim=-1)  # [N, B*H, 2C', V + K]
-    R[..., Cp:, V:].add_(q_hat)
+    # X = [I; M] (I + A)^-1 Diag(beta); eo = X V = [U; M U] and R = -X K_hat = [-W; -M W], then Q_hat
+    # added to -M W: R = [-W; Q] with Q = Q_hat - M W, so that one product per chunk gives
+    # [e; o] = eo + R S0 = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
+    X = torch.cat([inv, M @ inv], dim=-2)  # [N, B*H, 2C', C']
+    eo, R = X @ v, X @ k_hat.neg_()  # [N, B*H, 2C', V], [N, B*H, 2C', K]: contiguous, updated in place below
+    R[..., Cp:, :].add_(q_hat)
     decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
-    eo = torch.empty_like(R[..., :V])  # [e; o] per chunk
     for n in range(N):  # S0 <- Diag(e^{G_C}) S0 + K_tail^T e
-        torch.baddbmm(R[n, ..., :V], R[n, ..., V:], S, out=eo[n])
+        eo[n].baddbmm_(R[n], S)
         S.mul_(decay[n]).baddbmm_(k_tail[n].mT, eo[n, :, :Cp])
     return eo[..., Cp:, :]
 
 
 def _chunks(x_bthd: torch.Tensor, C: int) -> torch.Tensor:
     """[B, T, H, D] -> [N, B*H, C', D]: chunks of C tokens (the last one zero-padded), each
-    zero-padded at its end to C' (the next multiple of SUB_CHUNK when C > SUB_CHUNK)."""
+    zero-padded at its end to C' (the next multiple of SUB_CHUNK when C > SUB_CHUNK, else the next power of two)."""
     B, T, H, D = x_bthd.shape
     N = -(-T // C)
-    Cp = C if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
+    Cp = 1 << (C - 1).bit_length() if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
     if N * C != T:
         x_bthd = F.pad(x_bthd, (0, 0, 0, 0, 0, N * C - T))
     out = x_bthd.new_zeros(N, B, H, Cp, D) if Cp != C else x_bthd.new_empty(N, B, H, Cp, D)
@@ -184,16 +185,11 @@ def _intra_chunk(
     b = F.pad(E[..., :-1, :], (0, 0, 1, 0))  # G before each sub-chunk (0 before the first)
     M, P = q.new_zeros(*lead, C, C), q.new_zeros(*lead, C, C)
     # (in-place ops below: on a CPU a fresh [N, B*H, C, K] buffer costs more in page faults than the op)
-    # blocks on the diagonal: the pairwise e^{G_t-G_s}, masked to -inf above the diagonal BEFORE the
-    # exp, so every exponent is <= 0 (G is non-increasing, also after rounding) and s > t gives 0
-    pair = Gs[..., :, None, :] - Gs[..., None, :, :]  # [..., n, c(t), c(s), K]: G_t - G_s
-    pair.masked_fill_(_upper_mask(c, G.device)[:, :, None], float("-inf"))
-    kd = pair.exp_().mul_(ks[..., None, :, :])  # e^{G_t-G_s} k_s (0 for s > t)
-    mp = kd @ torch.stack([qs, ks], dim=-1)  # [..., n, c, c, 2]: q_t . e^{G_t-G_s} k_s and k_t . (same)
-    del pair, kd
-    _set_blocks(M, 0, mp[..., 0])
-    _set_blocks(P, 0, mp[..., 1].tril(-1))
-    del mp
+    # blocks on the diagonal: halved down to single tokens (`_diagonal_blocks`), every exponent <= 0
+    Md, Pd = _diagonal_blocks(qs, ks, Gs)
+    _set_blocks(M, 0, Md)
+    _set_blocks(P, 0, Pd)
+    del Md, Pd
     left = (Gs - b[..., None, :]).exp_()  # e^{G_t-b_i} <= 1
     q_left = qs * left
     k_left = left.mul_(ks)
@@ -214,9 +210,34 @@ def _intra_chunk(
     return M, P, q_left.view_as(q), k_left.view_as(k), right.view_as(k)
 
 
-def _upper_mask(c: int, device: torch.device) -> torch.Tensor:
-    """[c, c] bool: True where s > t (strictly above the diagonal)."""
-    return torch.ones(c, c, dtype=torch.bool, device=device).triu(1)
+def _diagonal_blocks(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """From q, k, G [..., c, K] (c a power of two, G non-increasing along c): M[t,s] = q_t . e^{G_t-G_s} k_s
+    (s <= t) and P[t,s] = k_t . e^{G_t-G_s} k_s (s < t), zero elsewhere ([..., c, c]). Halving: for
+    w = c/2, c/4, ..., 1, each 2w-block's second half B after its first half A (last G: E_A) gets
+    e^{G_t-G_s} = e^{G_t-E_A} e^{E_A-G_s}, both exponents <= 0 (t after A's end, s at or before
+    it); the diagonal t = s is e^0 = 1. log2(c) passes of c K exponentials, no pairwise tensor."""
+    *lead, c, K = G.shape
+    M, P = q.new_zeros(*lead, c, c), q.new_zeros(*lead, c, c)
+    M.diagonal(0, -2, -1).copy_((q * k).sum(-1))
+    w = c // 2
+    while w >= 1:
+        m = c // (2 * w)
+        q6, k6, G6 = (x.view(*lead, m, 2, w, K) for x in (q, k, G))
+        E_A = G6[..., 0, w - 1 : w, :]  # [..., m, 1, K]
+        left = (G6[..., 1, :, :] - E_A).exp_()  # e^{G_t-E_A}, t in B
+        right = (E_A - G6[..., 0, :, :]).exp_().mul_(k6[..., 0, :, :])  # e^{E_A-G_s} k_s, s in A
+        _set_halves(M, (q6[..., 1, :, :] * left) @ right.mT)
+        _set_halves(P, left.mul_(k6[..., 1, :, :]) @ right.mT)
+        w //= 2
+    return M, P
+
+
+def _set_halves(X: torch.Tensor, blocks: torch.Tensor) -> None:
+    """Writes blocks [..., m, w, w] into X [..., c, c] (c = 2 m w) at rows of the second half and
+    columns of the first half of each 2w-block on the diagonal."""
+    m, w = blocks.shape[-3], blocks.shape[-1]
+    Xv = X.view(*X.shape[:-2], m, 2, w, m, 2, w).select(-2, 0).select(-4, 1)  # [..., m, w, m, w]
+    Xv.diagonal(0, -4, -2).copy_(blocks.movedim(-3, -1))
 
 
 def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:
