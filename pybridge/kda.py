@@ -54,7 +54,7 @@ def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 GROUP_TOKENS = 256  # kda_chunked works through the sequence in groups of whole chunks of about this many tokens
-SUB_CHUNK = 16  # kda_chunked: the sub-chunk whose middle value is the reference of its own e^{G_t-G_s}
+SUB_CHUNK = 16  # kda_chunked: sub-chunk size; e^{G_t-G_s} is factored by halving within a sub-chunk, by sub-chunk ends across them
 
 
 def kda_chunked(
@@ -82,21 +82,30 @@ def kda_chunked(
         O = Q_hat S0 + M E = (Q_hat - M W) S0 + M U,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),
         Q_hat rows e^{G_t} q_t,  S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
 
-    Numerics: A and M need e^{G_t-G_s} <= 1, which must not be formed as e^{G_t} e^{-G_s}
-    (e^{-G_s} reaches e^{5C} at the gate floor g = -5). Each chunk is cut into sub-chunks of
-    c = min(C, SUB_CHUNK) tokens (a chunk that is not a multiple of c is padded at its end with
-    identity tokens q = k = v = 0, beta = g = 0: A is lower triangular, so the leading C x C
-    block of the padded system is the chunk's own). For sub-chunk i let b_i be G just before it
-    (0 for the first), E_i G at its last token and m_i G at its middle token (index c // 2):
-      * s <= t both in sub-chunk i: e^{G_t-G_s} = e^{G_t-m_i} e^{m_i-G_s}, both exponents in
-        [-5c/2, 5c/2], so at most e^{40} whatever C is;
+    Proved: the chunk split itself (each chunk applying its composed affine summary, outputs
+    reading the incoming state through their prefix summaries) equals the token scan,
+    `KimiK3.KDA.chunkedRun_eq_run` (lean/KimiK3/Sequence/KDAChunk.lean); the WY/UT solve above
+    and the factoring below are exact algebra checked here against `kda_recurrent`, not proved.
+
+    Numerics: every exponential this function forms has an exponent <= 0, so every factor is
+    in [0, 1]. A and M need e^{G_t-G_s} for s <= t, which is never formed as e^{G_t} e^{-G_s}
+    (e^{-G_s} reaches e^{5C} at the gate floor g = -5; the old e^{±(G - G_mid)} form gave NaN in
+    float32 from C = 36). Each chunk is cut into sub-chunks of c = min(C, SUB_CHUNK) tokens (a
+    chunk that is not a multiple of c is padded at its end with identity tokens q = k = v = 0,
+    beta = g = 0: A is lower triangular, so the leading C x C block of the padded system is the
+    chunk's own). For sub-chunk i let b_i be G just before it (0 for the first) and E_i G at its
+    last token:
+      * s <= t both in sub-chunk i (c padded to a power of two when C < SUB_CHUNK): halved
+        down to single tokens (`_diagonal_blocks`): in each 2w-block (w = c/2, ..., 1) with
+        first half A ending at E_A, t in the second half and s in A get
+        e^{G_t-G_s} = e^{G_t-E_A} e^{E_A-G_s}, both exponents <= 0 (G is a cumulative sum of
+        g <= 0, non-increasing also after float rounding); t = s is 1, s > t stays exactly 0;
       * s in sub-chunk j < i: e^{G_t-G_s} = e^{G_t-b_i} e^{b_i-E_j} e^{E_j-G_s}, every exponent
         <= 0 because G is non-increasing and s <= (end of j) <= (end of i-1) < t;
-      * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat) and e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}:
-        exponents <= 0.
-    So no factor exceeds e^{5 SUB_CHUNK / 2} (float32-safe for per-token g >= -11; the model's
-    gate keeps g >= lower_bound = -5), and a product of factors <= 1 underflows only where the
-    exact term is below the dtype's smallest normal number. This changes only how
+      * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat), e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s} and
+        the state decay e^{G_C}: exponents <= 0.
+    So no factor exceeds 1 whatever C and g are, and a product of factors <= 1 underflows only
+    where the exact term is below the dtype's smallest normal number. This changes only how
     e^{G_t-G_s} is factored, not the system. The padding tail of the last chunk is an identity
     update too.
 
@@ -135,25 +144,25 @@ def _chunk_group(
     inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
     inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
     V = v.shape[-1]
-    # R = [I; M] (I + A)^-1 Diag(beta) [V | -K_hat] = [[U, -W], [M U, -M W]], then Q_hat added to
-    # -M W: R[:, :V] = [U; M U] and R[:, V:] = [-W; Q] with Q = Q_hat - M W, so that one product
-    # per chunk gives [e; o] = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
-    R = torch.cat([inv, M @ inv], dim=-2) @ torch.cat([v, k_hat.neg_()], dim=-1)  # [N, B*H, 2C', V + K]
-    R[..., Cp:, V:].add_(q_hat)
+    # X = [I; M] (I + A)^-1 Diag(beta); eo = X V = [U; M U] and R = -X K_hat = [-W; -M W], then Q_hat
+    # added to -M W: R = [-W; Q] with Q = Q_hat - M W, so that one product per chunk gives
+    # [e; o] = eo + R S0 = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
+    X = torch.cat([inv, M @ inv], dim=-2)  # [N, B*H, 2C', C']
+    eo, R = X @ v, X @ k_hat.neg_()  # [N, B*H, 2C', V], [N, B*H, 2C', K]: contiguous, updated in place below
+    R[..., Cp:, :].add_(q_hat)
     decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
-    eo = torch.empty_like(R[..., :V])  # [e; o] per chunk
     for n in range(N):  # S0 <- Diag(e^{G_C}) S0 + K_tail^T e
-        torch.baddbmm(R[n, ..., :V], R[n, ..., V:], S, out=eo[n])
+        eo[n].baddbmm_(R[n], S)
         S.mul_(decay[n]).baddbmm_(k_tail[n].mT, eo[n, :, :Cp])
     return eo[..., Cp:, :]
 
 
 def _chunks(x_bthd: torch.Tensor, C: int) -> torch.Tensor:
     """[B, T, H, D] -> [N, B*H, C', D]: chunks of C tokens (the last one zero-padded), each
-    zero-padded at its end to C' (the next multiple of SUB_CHUNK when C > SUB_CHUNK)."""
+    zero-padded at its end to C' (the next multiple of SUB_CHUNK when C > SUB_CHUNK, else the next power of two)."""
     B, T, H, D = x_bthd.shape
     N = -(-T // C)
-    Cp = C if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
+    Cp = 1 << (C - 1).bit_length() if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
     if N * C != T:
         x_bthd = F.pad(x_bthd, (0, 0, 0, 0, 0, N * C - T))
     out = x_bthd.new_zeros(N, B, H, Cp, D) if Cp != C else x_bthd.new_empty(N, B, H, Cp, D)
@@ -176,12 +185,11 @@ def _intra_chunk(
     b = F.pad(E[..., :-1, :], (0, 0, 1, 0))  # G before each sub-chunk (0 before the first)
     M, P = q.new_zeros(*lead, C, C), q.new_zeros(*lead, C, C)
     # (in-place ops below: on a CPU a fresh [N, B*H, C, K] buffer costs more in page faults than the op)
-    # blocks on the diagonal: m = the sub-chunk's middle value, |G_t - m| <= 5c/2
-    up = (Gs - Gs[..., c // 2 : c // 2 + 1, :]).exp_()
-    down = up.reciprocal().mul_(ks)
-    _set_blocks(M, 0, ((qs * up) @ down.mT).tril())
-    _set_blocks(P, 0, (up.mul_(ks) @ down.mT).tril(-1))
-    del up, down
+    # blocks on the diagonal: halved down to single tokens (`_diagonal_blocks`), every exponent <= 0
+    Md, Pd = _diagonal_blocks(qs, ks, Gs)
+    _set_blocks(M, 0, Md)
+    _set_blocks(P, 0, Pd)
+    del Md, Pd
     left = (Gs - b[..., None, :]).exp_()  # e^{G_t-b_i} <= 1
     q_left = qs * left
     k_left = left.mul_(ks)
@@ -200,6 +208,36 @@ def _intra_chunk(
         right.mul_((E[..., -1:, :] - E).exp()[..., None, :])  # e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}
     # with n = 1, b = 0 and E = G_C: left is already e^{G_t}, right e^{G_C-G_s}
     return M, P, q_left.view_as(q), k_left.view_as(k), right.view_as(k)
+
+
+def _diagonal_blocks(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """From q, k, G [..., c, K] (c a power of two, G non-increasing along c): M[t,s] = q_t . e^{G_t-G_s} k_s
+    (s <= t) and P[t,s] = k_t . e^{G_t-G_s} k_s (s < t), zero elsewhere ([..., c, c]). Halving: for
+    w = c/2, c/4, ..., 1, each 2w-block's second half B after its first half A (last G: E_A) gets
+    e^{G_t-G_s} = e^{G_t-E_A} e^{E_A-G_s}, both exponents <= 0 (t after A's end, s at or before
+    it); the diagonal t = s is e^0 = 1. log2(c) passes of c K exponentials, no pairwise tensor."""
+    *lead, c, K = G.shape
+    M, P = q.new_zeros(*lead, c, c), q.new_zeros(*lead, c, c)
+    M.diagonal(0, -2, -1).copy_((q * k).sum(-1))
+    w = c // 2
+    while w >= 1:
+        m = c // (2 * w)
+        q6, k6, G6 = (x.view(*lead, m, 2, w, K) for x in (q, k, G))
+        E_A = G6[..., 0, w - 1 : w, :]  # [..., m, 1, K]
+        left = (G6[..., 1, :, :] - E_A).exp_()  # e^{G_t-E_A}, t in B
+        right = (E_A - G6[..., 0, :, :]).exp_().mul_(k6[..., 0, :, :])  # e^{E_A-G_s} k_s, s in A
+        _set_halves(M, (q6[..., 1, :, :] * left) @ right.mT)
+        _set_halves(P, left.mul_(k6[..., 1, :, :]) @ right.mT)
+        w //= 2
+    return M, P
+
+
+def _set_halves(X: torch.Tensor, blocks: torch.Tensor) -> None:
+    """Writes blocks [..., m, w, w] into X [..., c, c] (c = 2 m w) at rows of the second half and
+    columns of the first half of each 2w-block on the diagonal."""
+    m, w = blocks.shape[-3], blocks.shape[-1]
+    Xv = X.view(*X.shape[:-2], m, 2, w, m, 2, w).select(-2, 0).select(-4, 1)  # [..., m, w, m, w]
+    Xv.diagonal(0, -4, -2).copy_(blocks.movedim(-3, -1))
 
 
 def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:

@@ -1,5 +1,5 @@
 """KDA: spec worked examples, chunked == recurrent (float64, any chunk size; float32 and
-bfloat16 storage at the decay extremes), recurrent == dense-matrix formula, agreement with
+bfloat16 storage at the decay extremes; planted unmasked and old mid-reference exponents caught), recurrent == dense-matrix formula, agreement with
 fla's naive kernels, and the layer's prefill == decode."""
 
 import dataclasses
@@ -157,7 +157,7 @@ def rel_l2(got: torch.Tensor, want: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("decay", list(DECAYS))
-@pytest.mark.parametrize("chunk", [16, 36, 48, 64, 128])
+@pytest.mark.parametrize("chunk", [16, 32, 36, 48, 64, 128])
 def test_chunked_low_precision_matches_float64_recurrent(chunk, decay, dtype):
     """Any chunk size in float32 compute (the old e^{±(G - G_mid)} form overflowed to NaN from
     chunk 36 at g = -5), from a nonempty state, T not a multiple of the chunk."""
@@ -168,6 +168,69 @@ def test_chunked_low_precision_matches_float64_recurrent(chunk, decay, dtype):
     tol_o, tol_S = lowp_tolerances(dtype)
     assert rel_l2(o, o64) <= tol_o
     assert rel_l2(S, S64) <= tol_S
+
+
+def lowp_failures(chunk: int, decay: str, dtype: torch.dtype) -> list[str]:
+    """What `test_chunked_low_precision_matches_float64_recurrent` checks, as a list of failures."""
+    low, S0, (o64, S64) = lowp_case(decay, dtype)
+    o, S = kda_chunked(*low, 1.0, S0, chunk_size=chunk)
+    tol_o, tol_S = lowp_tolerances(dtype)
+    fails = [f"{n} not finite" for n, x in (("o", o), ("S", S)) if not bool(torch.isfinite(x).all())]
+    fails += [f"o off by {rel_l2(o, o64):.1e} > {tol_o:.1e}"] * (not rel_l2(o, o64) <= tol_o)
+    return fails + [f"S off by {rel_l2(S, S64):.1e} > {tol_S:.1e}"] * (not rel_l2(S, S64) <= tol_S)
+
+
+def mid_reference_intra(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor):
+    """Planted bug, the form `kda_chunked` used before: `kda._intra_chunk` with e^{G_t-G_s} formed
+    as e^{G_t-G_m} e^{G_m-G_s} about the chunk's middle token m (exact algebra, but the factors
+    reach e^{5C/2} at the gate floor g = -5, past float32's e^{88.7} from C = 36)."""
+    m = G[..., G.shape[-2] // 2 : G.shape[-2] // 2 + 1, :]
+    up, down = (G - m).exp(), (m - G).exp()
+    M = ((q * up) @ (k * down).mT).tril()
+    P = ((k * up) @ (k * down).mT).tril(-1)
+    return M, P, q * G.exp(), k * G.exp(), k * (G[..., -1:, :] - G).exp()
+
+
+@pytest.mark.parametrize("chunk", [16, 32, 36, 48, 64])
+def test_float64_chunked_equals_recurrent_at_gate_floor_and_random_decay(chunk):
+    """float64 at every chunk size (150 tokens, nonempty state): equal to ~1e-12."""
+    for decay in ("floor", None):
+        q, k, v, g, beta, S0 = random_inputs(2, LOWP_T, 2, 8, 5, seed=41)
+        g = torch.full_like(g, -5.0) if decay == "floor" else g
+        o_r, S_r = kda_recurrent(q, k, v, g, beta, 0.7, S0)
+        o_c, S_c = kda_chunked(q, k, v, g, beta, 0.7, S0, chunk_size=chunk)
+        torch.testing.assert_close(o_c, o_r, rtol=0, atol=1e-12)
+        torch.testing.assert_close(S_c, S_r, rtol=0, atol=1e-12)
+
+
+def unmasked_pairwise_diagonal(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor):
+    """Planted bug: `kda._diagonal_blocks` as the pairwise e^{G_t-G_s} with no mask (s > t kept:
+    positive exponents, up to 5 * 15 at the gate floor, and wrong entries above the diagonal)."""
+    kd = (G[..., :, None, :] - G[..., None, :, :]).exp() * k[..., None, :, :]
+    mp = kd @ torch.stack([q, k], dim=-1)
+    return mp[..., 0], mp[..., 1].tril(-1)
+
+
+def test_planted_unmasked_exponent_is_caught(monkeypatch):
+    """Still finite in float32 at the gate floor, but wrong, and the error-model tolerance catches it."""
+    assert lowp_failures(16, "floor", torch.float32) == []
+    monkeypatch.setattr(kda, "_diagonal_blocks", unmasked_pairwise_diagonal)
+    fails = lowp_failures(16, "floor", torch.float32)
+    assert fails and not any("finite" in f for f in fails)
+
+
+def test_planted_mid_reference_factoring_gives_nan_from_chunk_36(monkeypatch):
+    """The old e^{±(G - G_mid)} form over whole chunks: exact in float64, passes in float32 up to
+    chunk 32, NaN from chunk 36 at the gate floor, and the check catches it."""
+    monkeypatch.setattr(kda, "SUB_CHUNK", 1 << 30)  # one sub-chunk per chunk: the planted form sees the whole chunk
+    monkeypatch.setattr(kda, "_intra_chunk", mid_reference_intra)
+    q, k, v, g, beta, S0 = random_inputs(1, 40, 2, 4, 3, seed=43)
+    for chunk in (8, 36):
+        torch.testing.assert_close(kda_chunked(q, k, v, g, beta, 1.0, S0, chunk_size=chunk)[0],
+                                   kda_recurrent(q, k, v, g, beta, 1.0, S0)[0], rtol=0, atol=1e-11)
+    assert lowp_failures(32, "floor", torch.float32) == []
+    for chunk in (36, 48, 64):
+        assert any("not finite" in f for f in lowp_failures(chunk, "floor", torch.float32)), chunk
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
