@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from pybridge.errors import InputError
+from pybridge.layers import compute_dtype
 
 
 def check_inputs(logits_btv: torch.Tensor, targets_bt: torch.Tensor, mask_bt: torch.Tensor) -> int:
@@ -59,9 +60,9 @@ def check_inputs(logits_btv: torch.Tensor, targets_bt: torch.Tensor, mask_bt: to
 def next_token_loss(logits_btv: torch.Tensor, targets_bt: torch.Tensor, mask_bt: torch.Tensor) -> torch.Tensor:
     """Lean's `nextTokenLoss`: the mean of `log Σ_k exp z_k − z_y` (`tokenLoss_eq`) over the
     supervised positions; a 0-d tensor, differentiable in `logits_btv`. Computed in the logits'
-    dtype (float32 for bfloat16 logits, `layers.compute_dtype`'s rule)."""
+    dtype (float32 for bfloat16 logits: `layers.compute_dtype`)."""
     count = check_inputs(logits_btv, targets_bt, mask_bt)
-    z_btv = logits_btv if logits_btv.dtype in (torch.float32, torch.float64) else logits_btv.float()
+    z_btv = logits_btv.to(compute_dtype(logits_btv.dtype))
     token_bt = torch.logsumexp(z_btv, dim=-1) - z_btv.gather(-1, targets_bt.long().unsqueeze(-1)).squeeze(-1)
     return torch.where(mask_bt, token_bt, torch.zeros_like(token_bt)).sum() / count
 
@@ -70,8 +71,7 @@ def next_token_gradient(logits_btv: torch.Tensor, targets_bt: torch.Tensor, mask
     """Lean's `nextTokenGradient`, the plain closed form: `(softmax(z_p) − onehot(y_p)) / |S|` at
     supervised positions, exactly `0` at masked ones; shape and dtype of `logits_btv`."""
     count = check_inputs(logits_btv, targets_bt, mask_bt)
-    z_btv = logits_btv.detach()
-    z_btv = z_btv if z_btv.dtype in (torch.float32, torch.float64) else z_btv.float()
+    z_btv = logits_btv.detach().to(compute_dtype(logits_btv.dtype))
     onehot_btv = torch.nn.functional.one_hot(targets_bt.long(), z_btv.shape[-1]).to(z_btv.dtype)
     g_btv = (torch.softmax(z_btv, dim=-1) - onehot_btv) / count
     return torch.where(mask_bt.unsqueeze(-1), g_btv, torch.zeros_like(g_btv)).to(logits_btv.dtype)

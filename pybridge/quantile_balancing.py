@@ -77,6 +77,8 @@ def histogram(values_n: torch.Tensor, cfg: HistogramConfig) -> torch.Tensor:
     """Bin counts `[bins]` (int64) of a float tensor of required biases (fast path): the bin of
     `t` is the number of interior edges `≤ t`."""
     values_n = _check_values("values_n", values_n)
+    if values_n.dim() != 1:
+        raise InputError(f"values_n must be 1-D, got shape {tuple(values_n.shape)}")
     edges = torch.tensor([float(cfg.edge(b)) for b in range(1, cfg.bins)], dtype=torch.float64)
     index_n = torch.searchsorted(edges, values_n.to(torch.float64).contiguous(), right=True)
     return torch.bincount(index_n, minlength=cfg.bins)
@@ -184,12 +186,9 @@ def bias_update(raw_scores_ne: torch.Tensor, cutoff_ne: torch.Tensor, target_loa
 
 
 def _check_values(name: str, values: torch.Tensor) -> torch.Tensor:
-    """`values` unchanged, or an `InputError` naming it: not a tensor, not 1-D (for `values_n`),
-    or a non-finite entry."""
+    """`values` unchanged, or an `InputError` naming it: not a tensor, or a non-finite entry."""
     if not torch.is_tensor(values):
         raise InputError(f"{name} must be a tensor, got {type(values).__name__}")
-    if name == "values_n" and values.dim() != 1:
-        raise InputError(f"{name} must be 1-D, got shape {tuple(values.shape)}")
     if not torch.isfinite(values).all():
         raise InputError(f"{name} has a non-finite entry (NaN or ±inf)")
     return values
