@@ -120,3 +120,26 @@ def test_incomplete_store_object_is_rebuilt(library_build, tc) -> None:
     assert again.ok
     assert again.built == [name]
     assert olean.is_file()
+
+
+def test_transposed_index_in_the_array_matmul_breaks_its_equality_proof(library_build, tc, tmp_path) -> None:
+    """A planted bug in an executable operation (issue 14): `Arr.matMul` reading `B[k, i]` for
+    `B[i, k]` still type-checks, but its equality theorem with the function-backed `Tensor.matMul`
+    (`toTensor_matMul`, `Exec/Ops.lean`) no longer holds, so the build fails there, and only there:
+    the executable modules built on `Ops` are skipped, nothing else is rebuilt."""
+    root = copy_library(tmp_path / "lib")
+    kernel = root / "lean/KimiK3/Exec/Kernel.lean"
+    right = "mat p m (fun r k => sumTo n (fun i => a.get (r * n + i) * b.get (i * m + k)))"
+    text = kernel.read_text()
+    assert text.count(right) == 1
+    kernel.write_text(text.replace(right, right.replace("b.get (i * m + k)", "b.get (k * n + i)")))
+    result = build.build(root, tc)
+    assert not result.ok
+    assert result.failed == ["KimiK3.Exec.Ops"]
+    assert set(result.built) == {"KimiK3.Exec.Kernel", "KimiK3.Exec.Arr"}
+    assert {"KimiK3.Exec.Channel", "KimiK3.Exec.Model", "KimiK3"} <= set(result.skipped)
+    ops = (root / "lean/KimiK3/Exec/Ops.lean").read_text().splitlines()
+    start = next(i for i, ln in enumerate(ops, 1) if ln.startswith("theorem toTensor_matMul "))
+    end = next(i for i, ln in enumerate(ops, 1) if i > start and ln.startswith("theorem "))
+    errors = [d for d in result.diagnostics if d.severity == "error"]
+    assert errors and all(d.path == "lean/KimiK3/Exec/Ops.lean" and start <= d.line < end for d in errors), errors
