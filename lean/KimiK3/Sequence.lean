@@ -11,6 +11,7 @@ public import KimiK3.Sequence.AffineSummary
 public import KimiK3.Sequence.KDAChunk
 public import KimiK3.Sequence.KDAWY
 public import KimiK3.Sequence.KDAWYChunk
+public import KimiK3.Sequence.KDAWYDecay
 public import KimiK3.Sequence.KDAWYExamples
 public import KimiK3.Sequence.ContextParallel
 public import KimiK3.Sequence.KDALayer
