@@ -17,8 +17,8 @@ cumulative decay divided out. So it is the numerically safe scheme itself:
 * `logDecayRange_eq_sub`: that exponent is `G_b − G_a` with `G` the cumulative log-decay
   (fla's `e^{G_t − G_s}`). The unsafe evaluation `e^{G_b} · e^{−G_a}` equals it over the reals
   but forms `e^{−G_a}`, up to `e^{5 a}` at the gate floor; pybridge's `kda_chunked` instead
-  factors `D[a, b) = D[a, m) ⊙ D[m, b)` at sub-chunk ends and halves (`decayRange_split`), each
-  factor with an exponent `≤ 0`.
+  factors `D[a, b) = D[a, m) ⊙ D[m, b)` at sub-chunk ends and halves (`decayRange_split`,
+  `decayRange_split_of_le`, `decayRange_subchunk`), each factor with an exponent `≤ 0`.
 -/
 
 @[expose] public section
@@ -49,6 +49,28 @@ theorem chunkToken_mem_or [Scalar α] (c : List (Input α keyDim valueDim)) (r :
       rcases ih r with h | h
       · left; exact List.mem_cons_of_mem x h
       · right; exact h
+
+section Field
+
+variable [ScalarField α]
+
+/-- `decayRange_split` with the split point given by inequalities: `D[a, b) = D[a, m) ⊙ D[m, b)`
+for `a ≤ m ≤ b`. -/
+theorem decayRange_split_of_le (c : List (Input α keyDim valueDim)) {a m b : Nat} (h1 : a ≤ m)
+    (h2 : m ≤ b) (i : Fin keyDim) : decayRange c a b i = decayRange c a m i * decayRange c m b i := by
+  obtain ⟨k, rfl⟩ := Nat.exists_eq_add_of_le h2
+  exact decayRange_split c h1 i k
+
+/-- **pybridge's factoring across sub-chunks**: for `s ≤ e ≤ b₀ ≤ t` (`s` in an earlier sub-chunk
+ending at `e`, `b₀` the start of the sub-chunk of `t`),
+`D[s, t) = D[b₀, t) ⊙ D[e, b₀) ⊙ D[s, e)`, pybridge's `e^{G_t−b_i} e^{b_i−E_j} e^{E_j−G_s}`. -/
+theorem decayRange_subchunk (c : List (Input α keyDim valueDim)) {s e b₀ t : Nat} (h1 : s ≤ e)
+    (h2 : e ≤ b₀) (h3 : b₀ ≤ t) (i : Fin keyDim) :
+    decayRange c s t i = decayRange c b₀ t i * decayRange c e b₀ i * decayRange c s e i := by
+  rw [decayRange_split_of_le c (Nat.le_trans h1 h2) h3, decayRange_split_of_le c h1 h2]
+  grind
+
+end Field
 
 section Ordered
 
