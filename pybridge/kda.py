@@ -89,9 +89,9 @@ def kda_chunked(
     D[s+1, t+1) = prod_{s<r<=t} alpha_r, a product of retentions between two positions
     (`decayRange`, every factor in [0, 1]: `decayRange_mem_unit`, exponent <= 0:
     `decayRange_exp_le_one`, KDAWYDecay.lean); the sub-chunk factoring below is
-    D[a, b) = D[a, m) D[m, b) (`decayRange_split`, `decayRange_subchunk`). Trusted: that the torch code below computes
-    those definitions (checked against `kda_recurrent`, and against the Lean example's exact
-    values in tests/test_kda_wy.py).
+    D[a, b) = D[a, m) D[m, b) (`decayRange_split`, `decayRange_subchunk`). Trusted: that the
+    torch code below computes those definitions (checked against `kda_recurrent`, and against
+    the Lean example's exact values in tests/test_kda_wy.py).
 
     Numerics: every exponential this function forms has an exponent <= 0, so every factor is
     in [0, 1]. A and M need e^{G_t-G_s} for s <= t, which is never formed as e^{G_t} e^{-G_s}

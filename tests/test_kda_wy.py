@@ -112,14 +112,18 @@ EXAMPLE_S = [Fr(5, 32), Fr(2)]
 
 
 def test_lean_example_values():
-    for S, o in (recurrence(EXAMPLE_S0, EXAMPLE), wy_chunked(EXAMPLE_S0, EXAMPLE, 3), wy_chunked(EXAMPLE_S0, EXAMPLE, 2)):
+    runs = (recurrence(EXAMPLE_S0, EXAMPLE), wy_chunked(EXAMPLE_S0, EXAMPLE, 3), wy_chunked(EXAMPLE_S0, EXAMPLE, 2))
+    for S, o in runs:
         assert [x[0] for x in o] == EXAMPLE_OUT and [r[0] for r in S] == EXAMPLE_S
 
 
-def example_tensors(shift: int = 0):
+def example_tensors(shift: int = 0) -> tuple[torch.Tensor, ...]:
     """The example as pybridge inputs [1, 3, 1, *] (g = log alpha); `shift` rolls the decays by
     one token (a planted bug)."""
-    col = lambda j: torch.tensor([[float(x) for x in tok[j]] for tok in EXAMPLE], dtype=F64).view(1, 3, 1, -1)  # noqa: E731
+
+    def col(j: int) -> torch.Tensor:
+        return torch.tensor([[float(x) for x in tok[j]] for tok in EXAMPLE], dtype=F64).view(1, 3, 1, -1)
+
     g = col(3).log().roll(shift, dims=1)
     beta = torch.tensor([float(tok[4]) for tok in EXAMPLE], dtype=F64).view(1, 3, 1)
     S0 = torch.tensor([[1.0], [2.0]], dtype=F64).view(1, 1, 2, 1)
@@ -138,7 +142,6 @@ def test_pybridge_kda_chunked_reads_the_lean_example(chunk):
 
 def test_planted_shifted_decay_in_pybridge_input_is_caught():
     q, k, v, g, beta, S0 = example_tensors(shift=1)
-    for fn in (lambda: kda_chunked(q, k, v, g, beta, 1.0, S0, chunk_size=3), lambda: kda_recurrent(q, k, v, g, beta, 1.0, S0)):
-        o, _ = fn()
-        err = (o.flatten() - torch.tensor([float(x) for x in EXAMPLE_OUT], dtype=F64)).abs().max()
-        assert err > 1e-2
+    want = torch.tensor([float(x) for x in EXAMPLE_OUT], dtype=F64)
+    for o, _ in (kda_chunked(q, k, v, g, beta, 1.0, S0, chunk_size=3), kda_recurrent(q, k, v, g, beta, 1.0, S0)):
+        assert (o.flatten() - want).abs().max() > 1e-2
