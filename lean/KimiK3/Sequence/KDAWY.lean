@@ -150,10 +150,12 @@ section Field
 
 variable [ScalarField α]
 
+/-- One more position: `D[a, b+1) = D[a, b) ⊙ α_b` for `a ≤ b`. -/
 theorem decayRange_succ (c : List (Input α keyDim valueDim)) {a b : Nat} (h : a ≤ b) (i : Fin keyDim) :
     decayRange c a (b + 1) i = decayRange c a b i * (chunkToken c b).retention i := by
   simp [decayRange, h]
 
+/-- The empty range: `D[a, a) = 1`. -/
 @[simp] theorem decayRange_self (c : List (Input α keyDim valueDim)) (a : Nat) (i : Fin keyDim) :
     decayRange c a a i = 1 := by
   cases a with

@@ -104,6 +104,7 @@ theorem logDecayRange_nonpos (g : Nat → Tensor α [keyDim]) (hg : ∀ r i, g r
     have := hg b i
     simp only [logDecayRange]; split <;> grind
 
+/-- The empty range has exponent `0`. -/
 @[simp] theorem logDecayRange_self (g : Nat → Tensor α [keyDim]) (a : Nat) (i : Fin keyDim) :
     logDecayRange g a a i = 0 := by
   cases a with
