@@ -82,10 +82,16 @@ def kda_chunked(
         O = Q_hat S0 + M E = (Q_hat - M W) S0 + M U,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),
         Q_hat rows e^{G_t} q_t,  S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
 
-    Proved: the chunk split itself (each chunk applying its composed affine summary, outputs
-    reading the incoming state through their prefix summaries) equals the token scan,
-    `KimiK3.KDA.chunkedRun_eq_run` (lean/KimiK3/Sequence/KDAChunk.lean); the WY/UT solve above
-    and the factoring below are exact algebra checked here against `kda_recurrent`, not proved.
+    Proved (over every scalar field, any chunk sizes, all inputs): this WY/UT form equals the
+    token recurrence, `KimiK3.KDA.wyChunkedRun_eq_run` (one chunk: `wyChunk_eq_run`; the
+    triangular system (I + A) E = Diag(beta)(V - K_hat S0) with E = U - W S0: `wyValue_solves`),
+    lean/KimiK3/Sequence/KDAWYChunk.lean, definitions in KDAWY.lean. There e^{G_t-G_s} is
+    D[s+1, t+1) = prod_{s<r<=t} alpha_r, a product of retentions between two positions
+    (`decayRange`, every factor in [0, 1]: `decayRange_mem_unit`, exponent <= 0:
+    `decayRange_exp_le_one`, KDAWYDecay.lean); the sub-chunk factoring below is
+    D[a, b) = D[a, m) D[m, b) (`decayRange_split`, `decayRange_subchunk`). Trusted: that the
+    torch code below computes those definitions (checked against `kda_recurrent`, and against
+    the Lean example's exact values in tests/test_kda_wy.py).
 
     Numerics: every exponential this function forms has an exponent <= 0, so every factor is
     in [0, 1]. A and M need e^{G_t-G_s} for s <= t, which is never formed as e^{G_t} e^{-G_s}

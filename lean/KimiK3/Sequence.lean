@@ -9,6 +9,10 @@ public import KimiK3.Sequence.KDAChunkDecay
 public import KimiK3.Sequence.KDAExamples
 public import KimiK3.Sequence.AffineSummary
 public import KimiK3.Sequence.KDAChunk
+public import KimiK3.Sequence.KDAWY
+public import KimiK3.Sequence.KDAWYChunk
+public import KimiK3.Sequence.KDAWYDecay
+public import KimiK3.Sequence.KDAWYExamples
 public import KimiK3.Sequence.ContextParallel
 public import KimiK3.Sequence.KDALayer
 public import KimiK3.Sequence.Graphs
@@ -22,6 +26,6 @@ public import KimiK3.Sequence.MLAGraph
 # Sequence mixers (k3-spec §2.1–2.3)
 
 Aggregator of `KimiK3/Sequence/`: the causal scan, KDA (one head, retention, chunked
-evaluation), the affine-summary algebra and context-parallel composition, and Gated MLA (list and packed steps and their
+evaluation: affine-summary and WY/UT forms), the affine-summary algebra and context-parallel composition, and Gated MLA (list and packed steps and their
 bridge). See `Sequence/README.md`.
 -/
