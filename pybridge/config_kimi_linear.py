@@ -2,9 +2,10 @@
 variant of the spec, k3-spec §7 "Kimi Linear in transformers 5.23").
 
 Selection (`is_kimi_linear`): `model_type` "kimi_linear" (as transformers' `KimiLinearConfig`
-writes it and moonshotai/Kimi-Linear-* ship it) without `attn_res_block_size`. K3's own configs
-carry `attn_res_block_size` (Block AttnRes, which Kimi Linear has no field for); this project's
-tiny K3 fixture still says `model_type` "kimi_linear", the release says "kimi_k3".
+writes it and moonshotai/Kimi-Linear-* ship it) without any of K3's own fields
+(`attn_res_block_size`, `routed_expert_hidden_size`, the SiTU caps, `hidden_act` "situ", ...).
+This project's tiny K3 fixture still says `model_type` "kimi_linear" (the release says
+"kimi_k3"); its K3 fields keep it K3.
 
 Both spellings are read: the hub's nested `linear_attn_config.{head_dim, num_heads,
 short_conv_kernel_size, kda_layers, full_attn_layers}` (1-based layer lists) and the flat keys
@@ -119,9 +120,17 @@ class KimiLinearConfig:
         return self.mlp_layer_types[layer_idx] == "sparse"
 
 
+#: fields only K3's configs have (Block AttnRes, LatentMoE, SiTU, MLA's output gate)
+K3_FIELDS = ("attn_res_block_size", "routed_expert_hidden_size", "latent_moe_use_norm", "activation_situ_beta",
+             "activation_situ_linear_beta", "mla_use_output_gate")
+
+
 def is_kimi_linear(d: dict) -> bool:
-    """Whether a parsed (text) config selects the Kimi Linear variant (module docstring)."""
-    return d.get("model_type") == "kimi_linear" and "attn_res_block_size" not in d
+    """Whether a parsed (text) config selects the Kimi Linear variant: `model_type` "kimi_linear"
+    and none of K3's own fields (`K3_FIELDS`, `hidden_act` "situ"), so that a K3 config with one
+    field missing is still read, and rejected naming that field, as K3."""
+    return (d.get("model_type") == "kimi_linear" and d.get("hidden_act") != "situ"
+            and not any(k in d for k in K3_FIELDS))
 
 
 def _int(d: dict, key: str, where: str = "", default: Any = None, allow_none: bool = False) -> Any:
