@@ -25,6 +25,8 @@ COMPUTE_OUTPUTS = {"kda_recurrence": ("state",), "kda_layer": ("heads",)}
 FLOAT64_ONLY = {
     "latent_moe": "a low-precision route may differ at a near tie; the near-tie rule is pybridge's (LatentMoEComponent)",
     "decoder_step": "the whole model has no single-stage error budget; pybridge's stages are checked one by one",
+    **{c: "the Kimi Linear variant's spec leg is pybridge's variant at float64 (no NumPy reference for a "
+          "low-precision stage check yet)" for c in ("kimi_linear_kda", "kimi_linear_mla", "kimi_linear_moe", "kimi_linear_model")},
 }
 
 
