@@ -40,14 +40,21 @@ def edited_source() -> tuple[str, tuple[int, int, int]]:
 
 
 @cache
-def module() -> types.ModuleType:
-    """The float64 copy, imported once (as `NAME`, in transformers' kimi_linear package)."""
+def module(extra: tuple[tuple[str, str], ...] = ()) -> types.ModuleType:
+    """The float64 copy, imported once (as `NAME`, in transformers' kimi_linear package);
+    `extra`: further (old, new) source replacements, each of which must occur (planted bugs in
+    tests), giving a separate module."""
     from transformers.models.kimi_linear import modeling_kimi_linear
 
     src, _ = edited_source()
-    mod = types.ModuleType(NAME)
+    for old, new in extra:
+        if old not in src:
+            raise ValueError(f"{old!r} does not occur in {modeling_kimi_linear.__file__}")
+        src = src.replace(old, new)
+    name = NAME + (f"_planted{abs(hash(extra))}" if extra else "")
+    mod = types.ModuleType(name)
     mod.__package__ = "transformers.models.kimi_linear"
     mod.__file__ = modeling_kimi_linear.__file__
-    sys.modules[NAME] = mod
+    sys.modules[name] = mod
     exec(compile(src, f"{modeling_kimi_linear.__file__} (float64 copy)", "exec"), mod.__dict__)
     return mod
