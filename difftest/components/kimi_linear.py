@@ -96,19 +96,29 @@ class KimiLinearComponent(Component):
         """`call.hub()`: the block's weights under the hub's names (the case's names already)."""
         return {k: v for k, v in tensors.items() if k not in ("x", "xs", "ids", "model_seed")}
 
-    def run_pybridge(self, case: Case, dtype: torch.dtype, device: str) -> torch.Tensor:
+    def torch_outputs(self, case, dtype, device):
+        """`pybridge`: the block on the whole input; `pybridge decode` (`second`): another path
+        through the same code (token by token, or the recurrent kernel), so a run without an
+        adapter still compares two legs."""
         m = self.module(case.sizes).to(torch.float64)
         m.load_state_dict({k: t64(v) for k, v in self.hub_tensors(case.tensors).items()})
         m = m.to(device=device, dtype=dtype)
         x = t64(case.tensors[self.inputs[0]]).to(device=device, dtype=dtype)
         with torch.no_grad():
-            return self.forward(m, x)
+            return {"pybridge": {"y": to_np(self.forward(m, x))}, self.second: {"y": to_np(self.decode(m, x))}}
+
+    second = "pybridge decode"
 
     def forward(self, m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return m(x, m.initial_state(x.shape[0], x))[0]
 
-    def torch_outputs(self, case, dtype, device):
-        return {"pybridge": {"y": to_np(self.run_pybridge(case, dtype, device))}}
+    def decode(self, m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """One token at a time through the layer's causal state."""
+        st, ys = m.initial_state(x.shape[0], x), []
+        for t in range(x.shape[1]):
+            y, st = m(x[:, t : t + 1], st)
+            ys.append(y)
+        return torch.cat(ys, 1)
 
     def lowp_checks(self, case, dtype, device):
         return []
@@ -165,8 +175,13 @@ class KimiLinearMoEComponent(KimiLinearComponent):
 
         return RoutedScalingMoE(self.config(sizes))
 
+    second = "pybridge per token"
+
     def forward(self, m, x):
         return m(x)
+
+    def decode(self, m, x):
+        return torch.cat([m(x[i : i + 1]) for i in range(x.shape[0])])
 
     def error_model(self, sizes):
         D, h = TINY["hidden_size"], TINY["moe_intermediate_size"]
@@ -203,7 +218,11 @@ class KimiLinearModelComponent(KimiLinearComponent):
         m = self.seeded(case).to(device=device, dtype=dtype)
         ids = torch.from_numpy(np.asarray(case.tensors["ids"])).long().clamp(0, TINY["vocab_size"] - 1).to(device)
         with torch.no_grad():
-            return {"pybridge": {"logits": to_np(m(ids)[0])}}
+            cache, steps = None, []
+            for t in range(ids.shape[1]):
+                logits, cache = m(ids[:, t : t + 1], cache)
+                steps.append(logits)
+            return {"pybridge": {"logits": to_np(m(ids)[0])}, "pybridge decode": {"logits": to_np(torch.cat(steps, 1))}}
 
     def error_model(self, sizes):
         D, T, L = TINY["hidden_size"], sizes["T"], TINY["num_hidden_layers"]
