@@ -286,6 +286,10 @@ def random_model(cfg: K3Config, seed: int = 0, dtype: torch.dtype = torch.float3
                  quantize: str | None = None) -> KimiK3ForCausalLM:
     """`init_random_` weights; `quantize="mxfp4"`: the routed experts then quantized to MXFP4, as
     released (`moe.quantize_experts_`; their widths must be multiples of 32)."""
+    if cfg.variant == "kimi_linear":
+        if quantize is not None:
+            raise ConfigError("the Kimi Linear variant has no quantized checkpoint layout here (quantize must be none)")
+        return init_random_(KimiLinearForCausalLM(cfg), seed).to(dtype).eval()
     model = init_random_(KimiK3ForCausalLM(cfg), seed)
     if quantize == "mxfp4":
         check_mxfp4_widths(cfg)

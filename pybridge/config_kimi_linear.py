@@ -69,6 +69,8 @@ class KimiLinearConfig:
     layer_types: tuple[str, ...]  # per 0-based layer: "linear_attention" (KDA) | "full_attention" (MLA)
     mlp_layer_types: tuple[str, ...]  # per 0-based layer: "dense" | "sparse"
     variant: str = "kimi_linear"
+    vision: None = None  # text only (K3Config's multimodal fields, always empty here)
+    media_placeholder_token_id: None = None
 
     # --- the variant's fixed values (names shared with K3Config) -----------------------------
     @property

@@ -37,6 +37,7 @@ from pybridge.errors import InputError
 from pybridge.kda import KDAState, KimiDeltaAttention
 from pybridge.layers import RMSNorm, compute_dtype, lin
 from pybridge.mla import GatedMLA, MLACache
+from pybridge.model import KimiK3ForCausalLM
 from pybridge.moe import select_top_k
 
 
@@ -231,3 +232,6 @@ class KimiLinearForCausalLM(nn.Module):
         h = self.model.norm(x)
         cd = compute_dtype(h.dtype)
         return lin(self.lm_head, h.to(cd)).to(h.dtype), KimiLinearCache(states, cache.length + input_ids_bt.shape[1])
+
+    generate = KimiK3ForCausalLM.generate  # greedy: one prefill, then one cached step per token
+    set_kda_impl = KimiK3ForCausalLM.set_kda_impl  # "auto" | "chunk" | "recurrent" | "fla" for every KDA layer

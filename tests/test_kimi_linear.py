@@ -200,3 +200,22 @@ def test_planted_bugs_are_caught():
         unscaled = hf("KimiLinearMoE", TINY, moe.state_dict(), source=kimi_linear_f64.module(planted.NO_ROUTED_SCALING))
         xm = x.reshape(-1, 16)
         assert rel(unscaled(xm), moe(xm)) > 1e3 * RTOL
+
+
+def test_random_checkpoint_generates_transformers_greedy_tokens(tmp_path):
+    """`make-random-checkpoint` and `generate` on a Kimi Linear config: pybridge's cached greedy
+    decode equals greedy decoding by transformers' model recomputing the whole prefix."""
+    from pybridge.checkpoint import random_model, save_checkpoint
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    model = random_model(config_from_dict(TINY), seed=4, dtype=F64)
+    save_checkpoint(model, tmp_path / "config.json", tmp_path / "ckpt")
+    loaded = load_checkpoint(tmp_path / "ckpt", F64)
+    ref = hf("KimiLinearForCausalLM", TINY, model.state_dict())
+    ids = torch.tensor([[1, 2, 3], [40, 7, 59]])
+    got = loaded.generate(ids, 6)
+    seq = ids
+    with torch.no_grad():
+        for _ in range(6):
+            seq = torch.cat([seq, ref(input_ids=seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(got, seq[:, 3:])
