@@ -38,7 +38,7 @@ def test_cli_run_impl_kimi_linear_is_green_and_says_the_lean_leg_is_absent(tmp_p
         assert comp["worst_ratio"]["float64"] < 0.1  # well inside tol64, which is ~1e-12 here
     mine = [c for c in doc["comparisons"] if c["impl"] == "impl:kimi-linear"]
     assert {c["component"] for c in mine if c["ref"] == "pybridge"} == set(VARIANT)
-    assert all(c["passed"] and c["err"] < 1e-14 and c["tol"] < 2e-11 for c in mine)  # measured: err <= 5e-16
+    assert all(c["passed"] and c["err"] < 5e-14 and c["tol"] < 1e-11 for c in mine)  # measured: err <= 7.6e-15
 
 
 def test_no_pybridge_keeps_the_variant_spec_leg_and_no_lean_still_names_the_absence():
