@@ -219,3 +219,22 @@ def test_random_checkpoint_generates_transformers_greedy_tokens(tmp_path):
         for _ in range(6):
             seq = torch.cat([seq, ref(input_ids=seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(got, seq[:, 3:])
+
+
+def test_bad_kimi_linear_checkpoint_names_the_tensor(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from pybridge.errors import CheckpointError
+
+    pb = seeded(KimiLinearForCausalLM(config_from_dict(TINY)), 1)
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    state = {k: v.contiguous() for k, v in pb.state_dict().items() if k != "model.layers.3.self_attn.k_conv1d.weight"}
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"missing tensor 'model\.layers\.3\.self_attn\.k_conv1d\.weight'"):
+        load_checkpoint(tmp_path, F64)
+    fused = adapter.kimi_linear_to_transformers(pb.state_dict())
+    fused["model.layers.0.self_attn.conv1d.weight"] = fused["model.layers.0.self_attn.conv1d.weight"][:-1]
+    save_file({k: v.contiguous() for k, v in fused.items()}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"'model\.layers\.0\.self_attn\.conv1d\.weight' has 35 rows, not a multiple of 3"):
+        load_checkpoint(tmp_path, F64)
+    assert load_file(str(tmp_path / "model.safetensors"))  # the file itself is fine: the mapping names the fault
