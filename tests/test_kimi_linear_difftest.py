@@ -87,3 +87,41 @@ def test_other_planted_bugs_are_caught(factory, component):
                         adapters=(load(f"kimi_linear_planted:{factory}"),), shrink=False)
     bad = [c for r in result.results for c in r.failures()]
     assert bad and all(c.ratio > 1e6 for c in bad)
+
+
+def test_difftest_checkpoint_checks_a_transformers_written_kimi_linear_checkpoint_layer_by_layer(tmp_path):
+    """A bfloat16 checkpoint written by transformers' own `save_pretrained` (hub names; its dense
+    MLP as `block_sparse_moe.*`): every layer's mixer and channel stage agree with transformers'
+    layers; a planted shifted conv fails exactly the KDA stages; a missing tensor is named."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import KimiLinearForCausalLM as HFModel
+
+    from difftest.adapters.kimi_linear import hf_config
+    from difftest.components.kimi_linear import TINY
+    from pybridge import adapter
+    from pybridge.checkpoint import random_model
+    from pybridge.config import config_from_dict
+
+    pb = random_model(config_from_dict(TINY), 3)
+    hf_model = HFModel(hf_config(TINY))
+    hf_model.load_state_dict(adapter.kimi_linear_to_transformers(pb.state_dict()))
+    ckpt = tmp_path / "ckpt"
+    hf_model.to(torch.bfloat16).save_pretrained(ckpt)
+    ok = CliRunner().invoke(main, ["checkpoint", "--checkpoint", str(ckpt), "--impl", "kimi-linear",
+                                   "--report", str(tmp_path / "rep")])
+    assert ok.exit_code == 0, ok.output
+    doc = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert doc["variant"] == "kimi_linear" and "no Lean" in doc["lean"] and len(doc["stages"]) == 8
+    impl_rows = [c for s in doc["stages"] for c in s["comparisons"] if c["impl"] == "impl:kimi-linear"]
+    assert {c["component"] for c in impl_rows} == {"kimi_linear_kda", "kimi_linear_mla", "kimi_linear_moe"}
+    bad = CliRunner().invoke(main, ["checkpoint", "--checkpoint", str(ckpt), "--impl", "kimi_linear_planted:kimi_shifted_conv"])
+    assert bad.exit_code == 1
+    failed = [line.split(":")[0].strip() for line in bad.output.splitlines() if ": FAIL" in line]
+    assert failed == ["layer 0 attn (self_attn)", "layer 1 attn (self_attn)", "layer 3 attn (self_attn)"]  # the KDA layers
+    state = load_file(str(ckpt / "model.safetensors"))
+    del state["model.layers.1.self_attn.dt_bias"]
+    save_file(state, str(ckpt / "model.safetensors"))
+    missing = CliRunner().invoke(main, ["checkpoint", "--checkpoint", str(ckpt), "--layers", "0-1"])
+    assert missing.exit_code == 1 and "no tensor 'model.layers.1.self_attn.dt_bias'" in missing.output
+    assert "layer 1 channel (block_sparse_moe): ok" in missing.output  # the other stages go on

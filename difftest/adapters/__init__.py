@@ -138,6 +138,10 @@ class Call:
         from difftest.components.base import torch_config
 
         comp = COMPONENTS[self.component]
+        if getattr(comp, "spec_is_pybridge", False) and self.config_path != TINY_CONFIG:  # a checkpoint's own
+            from pybridge.config import load_config
+
+            return load_config(self.config_path)
         return comp.config(self.sizes) if hasattr(comp, "config") else torch_config()
 
     def hub(self) -> dict[str, torch.Tensor]:

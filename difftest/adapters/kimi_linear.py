@@ -100,7 +100,7 @@ class KimiLinearLayers:
         from pybridge.adapter import kimi_linear_to_transformers
 
         src = self.classes()
-        cfg = hf_config(hub_config(call.sizes))
+        cfg = hf_config(checkpoint_config(call) or hub_config(call.sizes))
         m = getattr(src, cls_name)(cfg, *args).to(device=call.device, dtype=call.dtype)
         m.load_state_dict(kimi_linear_to_transformers(call.hub()))
         return m.eval()
@@ -108,7 +108,7 @@ class KimiLinearLayers:
     def kimi_linear_kda(self, call: Call) -> dict[str, torch.Tensor]:
         from difftest.components.kimi_linear import KDA_LAYER
 
-        return {"y": self.build(call, "KimiLinearDeltaAttention", KDA_LAYER)(call.tensors["xs"])}
+        return {"y": self.build(call, "KimiLinearDeltaAttention", call.sizes.get("layer", KDA_LAYER))(call.tensors["xs"])}
 
     def kimi_linear_mla(self, call: Call) -> dict[str, torch.Tensor]:
         from difftest.components.kimi_linear import MLA_LAYER
@@ -116,7 +116,7 @@ class KimiLinearLayers:
         xs = call.tensors["xs"]
         T = xs.shape[1]
         mask = torch.full((T, T), float("-inf"), dtype=xs.dtype, device=xs.device).triu(1)[None, None]
-        return {"y": self.build(call, "KimiLinearAttention", MLA_LAYER)(xs, attention_mask=mask)[0]}
+        return {"y": self.build(call, "KimiLinearAttention", call.sizes.get("layer", MLA_LAYER))(xs, attention_mask=mask)[0]}
 
     def kimi_linear_moe(self, call: Call) -> dict[str, torch.Tensor]:
         return {"y": self.build(call, "KimiLinearMoE")(call.tensors["x"])}
@@ -128,14 +128,25 @@ class KimiLinearLayers:
         return {"logits": self.build(call, "KimiLinearForCausalLM")(input_ids=ids).logits}
 
 
+def checkpoint_config(call: Call) -> dict | None:
+    """The hub config of the checkpoint a call comes from (`difftest checkpoint`), None for the tiny one."""
+    import json
+
+    from difftest.config import TINY_CONFIG
+
+    if call.config_path == TINY_CONFIG:
+        return None
+    raw = json.loads(call.config_path.read_text(encoding="utf-8"))
+    return raw.get("text_config", raw)
+
+
 def hf_config(hub: dict):
     """transformers' `KimiLinearConfig` of a hub config dict (eager attention and experts: the
     torch code paths)."""
     from transformers import KimiLinearConfig
 
-    d = {k: v for k, v in hub.items() if k not in ("model_type", "architectures")}
-    return KimiLinearConfig(**d, pad_token_id=None, bos_token_id=None, eos_token_id=None,
-                            attn_implementation="eager", experts_implementation="eager")
+    d = {**hub, "pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
+    return KimiLinearConfig.from_dict(d, attn_implementation="eager", experts_implementation="eager")
 
 
 def layers() -> KimiLinearLayers:

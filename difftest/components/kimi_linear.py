@@ -141,7 +141,7 @@ class KimiLinearKDAComponent(KimiLinearComponent):
         return KimiLinearKDA(self.config(sizes))
 
     def error_model(self, sizes):
-        T, K, D = sizes["T"], TINY["linear_attn_config"]["head_dim"], TINY["hidden_size"]
+        T, K, D = sizes["T"], sizes.get("K", TINY["linear_attn_config"]["head_dim"]), sizes.get("D", TINY["hidden_size"])
         # as kda_layer's: projection, conv, L2 norm, decay (softplus, exp), the recurrence over
         # T tokens, per-head RMSNorm, the low-rank gate (two dots), output
         return ErrorModel(stores=22 + 6 * T, accum=3 * D + 4 + 3 * K + T * K + 2 * K, amp=4.0)
@@ -161,8 +161,12 @@ class KimiLinearMLAComponent(KimiLinearComponent):
         return KimiLinearMLA(self.config(sizes))
 
     def error_model(self, sizes):
-        D, T = TINY["hidden_size"], sizes["T"]
-        return ErrorModel(stores=30, accum=2 * D + 2 * TINY["kv_lora_rank"] + 7 + 2 * T + 10, amp=4.0)
+        D, T, Lkv = sizes.get("D", TINY["hidden_size"]), sizes["T"], sizes.get("Lkv", TINY["kv_lora_rank"])
+        C = sizes.get("C", TINY["qk_nope_head_dim"] + TINY["qk_rope_head_dim"])
+        HV = sizes.get("HV", TINY["num_attention_heads"] * TINY["v_head_dim"])
+        # query (D, or D and Lq with its norm), latents (D, RMSNorm Lkv), up projection (Lkv),
+        # scores (C), softmax over T, value mix (T), output (H V)
+        return ErrorModel(stores=30, accum=2 * D + 2 * Lkv + sizes.get("Lq", 0) + C + 2 * T + HV, amp=4.0)
 
 
 class KimiLinearMoEComponent(KimiLinearComponent):
@@ -184,8 +188,10 @@ class KimiLinearMoEComponent(KimiLinearComponent):
         return torch.cat([m(x[i : i + 1]) for i in range(x.shape[0])])
 
     def error_model(self, sizes):
-        D, h = TINY["hidden_size"], TINY["moe_intermediate_size"]
-        return ErrorModel(stores=20, accum=2 * D + 2 * h + TINY["num_experts_per_token"], amp=4.0)
+        D, h = sizes.get("D", TINY["hidden_size"]), sizes.get("h", TINY["moe_intermediate_size"])
+        k = sizes.get("k", TINY["num_experts_per_token"])
+        # router dot (D), sigmoid, weight (a k-sum), expert (dots D and h), k-sum, shared expert
+        return ErrorModel(stores=20, accum=2 * D + 2 * h + k, amp=4.0)
 
 
 class KimiLinearModelComponent(KimiLinearComponent):
