@@ -2,7 +2,8 @@
 
 An *adapter* is any Python object with a `name` and, for each component it implements, an
 attribute named after the component (`difftest list` names them: `expert`, `latent_moe`,
-`kda_recurrence`, `kda_layer`, `mla`, `attnres`, `decoder_step`) holding a callable
+`kda_recurrence`, `kda_layer`, `mla`, `attnres`, `decoder_step`; the Kimi Linear variant's
+`kimi_linear_kda`, `kimi_linear_mla`, `kimi_linear_moe`, `kimi_linear_model`) holding a callable
 
     fn(call: Call) -> dict[str, torch.Tensor]
 
