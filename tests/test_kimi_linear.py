@@ -238,3 +238,19 @@ def test_bad_kimi_linear_checkpoint_names_the_tensor(tmp_path):
     with pytest.raises(CheckpointError, match=r"'model\.layers\.0\.self_attn\.conv1d\.weight' has 35 rows, not a multiple of 3"):
         load_checkpoint(tmp_path, F64)
     assert load_file(str(tmp_path / "model.safetensors"))  # the file itself is fine: the mapping names the fault
+
+
+def test_transformers_cached_decode_matches_pybridge_prefill():
+    """transformers' own decode path (DynamicCache: `causal_conv1d_update`, the recurrent KDA
+    fallback, the MLA latent cache) after a prefill, against pybridge's prefill of the whole row."""
+    pb = seeded(KimiLinearForCausalLM(config_from_dict(TINY)), 7)
+    ref = hf("KimiLinearForCausalLM", TINY, pb.state_dict())
+    ids = torch.randint(0, TINY["vocab_size"], (2, 11), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        past = ref(input_ids=ids[:, :8], use_cache=True).past_key_values
+        steps = []
+        for t in range(8, 11):
+            out = ref(input_ids=ids[:, t : t + 1], past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            steps.append(out.logits)
+        assert rel(pb(ids)[0][:, 8:], torch.cat(steps, 1)) < RTOL
