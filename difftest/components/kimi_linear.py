@@ -39,8 +39,8 @@ TINY = {
                            "kda_layers": [1, 2, 4], "full_attn_layers": [3]},
 }
 KDA_LAYER, MLA_LAYER, MOE_LAYER = 0, 2, 1
-LEAN_WHY_NOT = ("no Lean leg: the Kimi Linear variant has Lean reference definitions but no difftest template yet "
-                "(legs: pybridge's variant and the adapters)")
+LEAN_WHY_NOT = ("no template: no Lean leg for the Kimi Linear variant yet (Lean reference definitions, no difftest "
+                "template; legs: pybridge's variant and the adapters)")
 
 
 def hub_config(sizes: dict[str, int] | None = None) -> dict:
