@@ -72,6 +72,16 @@ class KimiLinearConfig:
     vision: None = None  # text only (K3Config's multimodal fields, always empty here)
     media_placeholder_token_id: None = None
 
+    # --- what the variant is, stated (K3: "sigmoid_lower_bound", True, "situ", True) -----------
+    #: KDA decay gate: g = -exp(A_log) * softplus(f + dt_bias)
+    kda_decay_gate = "softplus"
+    #: MLA has no sigmoid output gate
+    mla_output_gate = False
+    #: experts and dense MLP: SiLU(x w1) * (x w3)
+    expert_activation = "swiglu"
+    #: MoE without K3's latent down/up projection
+    moe_latent_projection = False
+
     # --- the variant's fixed values (names shared with K3Config) -----------------------------
     @property
     def kda_head_k_dim(self) -> int:

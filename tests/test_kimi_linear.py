@@ -64,7 +64,9 @@ def test_config_selects_variant_in_both_spellings(tmp_path):
     assert from_file == from_hub
     assert from_hub.layer_types == ("linear_attention", "linear_attention", "full_attention", "linear_attention")
     assert from_hub.mlp_layer_types == ("dense", "sparse", "sparse", "sparse")
-    assert from_hub.kda_query_scale == 6**-0.5 and from_hub.q_lora_rank is None
+    assert from_hub.kda_query_scale == 6**-0.5 and from_hub.q_lora_rank is None and from_hub.kda_gate_rank == 6
+    assert (from_hub.kda_decay_gate, from_hub.mla_output_gate, from_hub.expert_activation) == ("softplus", False, "swiglu")
+    assert from_hub.routed_scaling_factor == 2.446 and not from_hub.moe_latent_projection
     assert load_config(K3_TINY).variant == "k3"  # K3's fixture says kimi_linear too; its K3 fields keep it K3
 
 
