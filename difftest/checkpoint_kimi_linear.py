@@ -8,7 +8,7 @@ own seeded inputs `[rows, tokens, D]` (`difftest.inputs`, seed (seed, layer, sta
 * `attn`: the sequence mixer (KDA or MLA) from the zero state; components `kimi_linear_kda` /
   `kimi_linear_mla`;
 * `channel`: the MoE block (`kimi_linear_moe`) or the dense SwiGLU MLP.
-Legs, all at float64 (the variant has no low-precision error model yet): pybridge's block with
+Legs, all at float64 (this checker has no low-precision mode yet): pybridge's block with
 the layer's tensors (the spec leg), the same block token by token (`pybridge decode`; per token
 for the channel stage), and every `--impl` adapter covering the stage's component (the built-in
 `kimi-linear`: transformers' own layers; `call.sizes` carries `layer`, `call.config_path` the

@@ -30,3 +30,10 @@ def kimi_no_dt_bias() -> kimi_linear.KimiLinearLayers:
 
 def kimi_no_routed_scaling() -> kimi_linear.KimiLinearLayers:
     return _planted("kimi-linear-no-routed-scaling", NO_ROUTED_SCALING)
+
+
+def kimi_shifted_conv_f32() -> kimi_linear.KimiLinearLayers:
+    """The shifted conv in transformers' own float32 code (decorators removed only), at float32."""
+    layers = kimi_linear.KimiLinearLayers(kimi_linear_f64.module(SHIFTED_CONV, float64=False))
+    layers.name, layers.dtypes = "kimi-linear-shifted-conv-f32", ("float32",)
+    return layers

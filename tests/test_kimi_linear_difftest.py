@@ -36,9 +36,13 @@ def test_cli_run_impl_kimi_linear_is_green_and_says_the_lean_leg_is_absent(tmp_p
         assert comp["failed_cases"] == 0 and "impl:kimi-linear" in comp["implementations"] and "pybridge" in comp["implementations"]
         assert comp["lean"]["evaluated"] == 0 and set(comp["lean"]["skipped"]) == {LEAN_WHY_NOT}
         assert comp["worst_ratio"]["float64"] < 0.1  # well inside tol64, which is ~1e-12 here
-    mine = [c for c in doc["comparisons"] if c["impl"] == "impl:kimi-linear"]
+    mine = [c for c in doc["comparisons"] if c["impl"] == "impl:kimi-linear" and c["dtype"] == "float64"]
     assert {c["component"] for c in mine if c["ref"] == "pybridge"} == set(VARIANT)
     assert all(c["passed"] and c["err"] < 5e-14 and c["tol"] < 1e-11 for c in mine)  # measured: err <= 7.6e-15
+    f32 = [c for c in doc["comparisons"] if c["impl"] == "impl:kimi-linear" and c["dtype"] == "float32"]
+    assert {c["component"] for c in f32} == set(VARIANT[:3]) and {c["ref"] for c in f32} == {"pybridge"}
+    assert all(c["passed"] and c["err"] < 5e-6 and c["tol"] < 2e-5 for c in f32)  # measured: err <= 1.2e-6, tol 4e-6 to 1.2e-5
+    assert not any(c["dtype"] == "bfloat16" and c["impl"] == "impl:kimi-linear" for c in doc["comparisons"])
 
 
 def test_no_pybridge_keeps_the_variant_spec_leg_and_no_lean_still_names_the_absence():
@@ -53,8 +57,10 @@ def test_no_pybridge_keeps_the_variant_spec_leg_and_no_lean_still_names_the_abse
 def test_list_impl_shows_the_variant_components_and_k3_not_covered():
     out = CliRunner().invoke(main, ["list", "--impl", "kimi-linear"])
     assert out.exit_code == 0, out.output
-    for name in VARIANT:
-        assert f"{name:15} implemented (float64 only" in out.output
+    assert "dtypes: float64, float32" in out.output
+    assert "kimi_linear_model implemented (float64 only: the whole model" in out.output
+    for name in VARIANT[:3]:
+        assert f"{name:15} implemented: returns y" in out.output
     assert "mla             not covered: Kimi Linear's MLA has no output gate" in out.output
     assert "checked as the Kimi Linear variant" in out.output
     listing = CliRunner().invoke(main, ["list"]).output
@@ -125,3 +131,10 @@ def test_difftest_checkpoint_checks_a_transformers_written_kimi_linear_checkpoin
     missing = CliRunner().invoke(main, ["checkpoint", "--checkpoint", str(ckpt), "--layers", "0-1"])
     assert missing.exit_code == 1 and "no tensor 'model.layers.1.self_attn.dt_bias'" in missing.output
     assert "layer 1 channel (block_sparse_moe): ok" in missing.output  # the other stages go on
+
+
+def test_a_planted_bug_in_transformers_float32_code_is_caught_at_float32():
+    result = runner.run(["kimi_linear_kda"], 1, 0, ["float32"], "cpu", use_lean=False,
+                        adapters=(load("kimi_linear_planted:kimi_shifted_conv_f32"),), shrink=False)
+    bad = [c for r in result.results for c in r.failures()]
+    assert bad and all(c.dtype == "float32" and c.ref == "pybridge" and c.ratio > 1e4 for c in bad)

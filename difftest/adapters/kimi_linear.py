@@ -15,7 +15,11 @@ whole tiny `KimiLinearForCausalLM`, against `pybridge.kimi_linear` (components `
 `difftest.components.kimi_linear`). They run transformers' own classes from the float64 copy of
 its modeling file (`kimi_linear_f64`: the float32 casts made float64, the kernel-hub decorators
 removed), with the case's hub-named weights mapped to transformers' names by
-`pybridge.adapter.kimi_linear_to_transformers`, so they are checked at float64 only.
+`pybridge.adapter.kimi_linear_to_transformers`. At float32 they run transformers' own float32
+computation (the same file with only the decorators removed) on the case rounded to float32,
+against pybridge's variant in float64 on those values, under the stage's float32 tolerance.
+Not at bfloat16: transformers' layers store every projection's output in bfloat16, beyond the
+one-store error model of a stage (docs/tolerances.md). The whole model: float64 only.
 """
 
 from __future__ import annotations
@@ -77,29 +81,33 @@ class KimiLinearLayers:
     components; K3's components are `NotCovered` (`NOT_COVERED`)."""
 
     name = "kimi-linear"
-    dtypes = ("float64",)
+    dtypes = ("float64", "float32")
     description = ("transformers KimiLinearDeltaAttention, KimiLinearAttention, KimiLinearMoE, KimiLinearForCausalLM "
                    "(float64 copy of modeling_kimi_linear) against the Kimi Linear variant")
 
     def __init__(self, source=None):
-        self.source = source  # a module with transformers' classes (default: the float64 copy)
+        self.source = source  # a module with transformers' classes (default: the float64 / float32 copies)
+        if source is not None:
+            self.dtypes = ("float64",)  # a planted copy of the float64 source
         for comp, reason in NOT_COVERED.items():
             setattr(self, comp, NotCovered(reason + VARIANT))
         self.kda_recurrence = NotCovered("see the kimi-linear-recurrent and kimi-linear-chunk adapters")
 
-    def classes(self):
-        if self.source is None:
-            from difftest.adapters import kimi_linear_f64
+    def classes(self, dtype: torch.dtype = torch.float64):
+        """transformers' classes: the float64 copy at float64, the decorator-free float32 copy
+        (its own float32 computation) otherwise; a planted `source` at every dtype."""
+        from difftest.adapters import kimi_linear_f64
 
-            self.source = kimi_linear_f64.module()
-        return self.source
+        if self.source is not None:
+            return self.source
+        return kimi_linear_f64.module() if dtype == torch.float64 else kimi_linear_f64.module(float64=False)
 
     def build(self, call: Call, cls_name: str, *args) -> torch.nn.Module:
         """transformers' `cls_name` on the case's config, with the case's weights (hub names)."""
         from difftest.components.kimi_linear import hub_config
         from pybridge.adapter import kimi_linear_to_transformers
 
-        src = self.classes()
+        src = self.classes(call.dtype)
         cfg = hf_config(checkpoint_config(call) or hub_config(call.sizes))
         m = getattr(src, cls_name)(cfg, *args).to(device=call.device, dtype=call.dtype)
         m.load_state_dict(kimi_linear_to_transformers(call.hub()))

@@ -28,30 +28,33 @@ DECORATORS = re.compile(r"^@use_kernel_func_from_hub_with_fallback\(.*\)\n|^@use
 EDITS = (10, 4, 7)
 
 
-def edited_source() -> tuple[str, tuple[int, int, int]]:
-    """The float64 source and the number of each kind of edit."""
+def edited_source(float64: bool = True) -> tuple[str, tuple[int, int, int]]:
+    """The float64 source and the number of each kind of edit (`float64` False: the decorators
+    removed only, transformers' own float32 computation)."""
     from transformers.models.kimi_linear import modeling_kimi_linear
 
     with open(modeling_kimi_linear.__file__, encoding="utf-8") as f:
         src = f.read()
     counts = (src.count("torch.float32"), src.count(".float()"), len(DECORATORS.findall(src)))
-    src = DECORATORS.sub("", src).replace("torch.float32", "torch.float64").replace(".float()", ".double()")
+    src = DECORATORS.sub("", src)
+    if float64:
+        src = src.replace("torch.float32", "torch.float64").replace(".float()", ".double()")
     return src, counts
 
 
 @cache
-def module(extra: tuple[tuple[str, str], ...] = ()) -> types.ModuleType:
+def module(extra: tuple[tuple[str, str], ...] = (), float64: bool = True) -> types.ModuleType:
     """The float64 copy, imported once (as `NAME`, in transformers' kimi_linear package);
     `extra`: further (old, new) source replacements, each of which must occur (planted bugs in
     tests), giving a separate module."""
     from transformers.models.kimi_linear import modeling_kimi_linear
 
-    src, _ = edited_source()
+    src, _ = edited_source(float64)
     for old, new in extra:
         if old not in src:
             raise ValueError(f"{old!r} does not occur in {modeling_kimi_linear.__file__}")
         src = src.replace(old, new)
-    name = NAME + (f"_planted{abs(hash(extra))}" if extra else "")
+    name = NAME + (f"_planted{abs(hash(extra))}" if extra else "") + ("" if float64 else "_f32")
     mod = types.ModuleType(name)
     mod.__package__ = "transformers.models.kimi_linear"
     mod.__file__ = modeling_kimi_linear.__file__

@@ -6,7 +6,10 @@ The spec leg is pybridge's variant (`torch_outputs`, kept with `--no-pybridge` t
 reader. There is no Lean leg: the Lean reference definitions of the variant have no difftest
 template yet, and the summary's Lean counts say so for every case (`lean_why_not`); there is no
 NumPy leg either. So an adapter (`--impl kimi-linear`, transformers' own layers) is compared with
-pybridge's variant only, at float64 (`adapters.legs.FLOAT64_ONLY`).
+pybridge's variant only: at float64, and at float32 on the case rounded to float32 against
+pybridge's variant in float64 on the same rounded values (`adapters.legs.lowp_checks`; the
+whole model at float64 only, `legs.FLOAT64_ONLY`). pybridge's own low-precision stages of the
+variant are not checked yet (`lowp_checks` is empty).
 
 Case tensors are the block's weights under the hub's names relative to the block (pybridge's
 `init_random_`: unit-variance projections, A_log = log U(1, 16), small dt_bias and selection
@@ -67,7 +70,7 @@ def random_block(module: torch.nn.Module, seed: int) -> dict[str, np.ndarray]:
 
 
 class KimiLinearComponent(Component):
-    """Common parts: the spec leg is pybridge's variant; float64 only; no Lean, no NumPy."""
+    """Common parts: the spec leg is pybridge's variant; no Lean, no NumPy."""
 
     spec_is_pybridge = True
     lean_why_not = LEAN_WHY_NOT
