@@ -247,6 +247,12 @@ def checkpoint_command(folder, layers, experts, expert_shards, impls, report_dir
     from pybridge.errors import K3Error
 
     try:
+        from pybridge.config import load_config
+
+        if load_config(Path(folder) / "config.json").variant == "kimi_linear":  # difftest/checkpoint_kimi_linear.py
+            from difftest import checkpoint_kimi_linear
+
+            sys.exit(checkpoint_kimi_linear.verify(folder, layers, tokens, rows, seed, _load_impls(impls), report_dir, _say))
         code = verify(str(folder), layers, Options(tokens, rows, seed, kind, dtype, device, experts, expert_shards, master or ""),
                       _load_impls(impls), report_dir, timeout_s, _say)
     except (K3Error, ValueError) as exc:  # bad input: one `Error:` line naming the file / tensor / option, status 2

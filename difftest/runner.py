@@ -95,7 +95,7 @@ def evaluate_case(comp: Component, case: Case, dtypes: list[str], device: str,
             raised("float64", "graph", err)
         else:
             impls["graph"] = out
-    if pybridge:
+    if pybridge or getattr(comp, "spec_is_pybridge", False):  # a variant whose spec leg is pybridge's
         out, err = _safe(lambda: comp.torch_outputs(case, torch.float64, device), "torch (float64)")
         if out is None:
             raised("float64", "torch", err)
@@ -280,6 +280,8 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     lean_outs: list = [None] * len(items)
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     status = [NO_LEAN if lean_cases != 0 else "--lean-cases 0"] * len(items)
+    # a variant without any Lean leg says so even without Lean (not "--no-lean")
+    status = [comp.lean_why_not if getattr(comp, "spec_is_pybridge", False) else st for (comp, _), st in zip(items, status)]
     if use_lean:
         plan = lean_plan(items, lean_cases, lean_all)
         chosen = _chosen(items, plan)

@@ -8,7 +8,7 @@ import sys
 import click
 import torch
 
-from pybridge.errors import InputError, K3Error
+from pybridge.errors import ConfigError, InputError, K3Error
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -97,8 +97,20 @@ def check_config_cmd(path: str) -> None:
     Prints every broken well-formedness condition (Lean `Config.WF`, MX block 32) and every
     mismatch by field, and exits 1 if there is any; 0 when the file is well formed and all
     report-stated fields agree."""
+    import json
+    from pathlib import Path
+
+    from pybridge.config_kimi_linear import is_kimi_linear
     from pybridge.paper_check import check_config
 
+    file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        raw = None  # check_config reports it
+    if isinstance(raw, dict) and isinstance(raw.get("text_config", raw), dict) and is_kimi_linear(raw.get("text_config", raw)):
+        raise ConfigError(f"{path}: selects the Kimi Linear variant (model_type 'kimi_linear' without K3's fields); "
+                          "check-config compares a config with the K3 report only")
     result = check_config(path)
     for problem in result.wf_problems:
         click.echo(f"{result.path}: not well formed: {problem}")

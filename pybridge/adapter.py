@@ -530,3 +530,102 @@ if __name__ == "__main__":  # print the README's tables: python -m pybridge.adap
 
     tiny = load_config(Path(__file__).resolve().parents[1] / "fixtures" / "tiny" / "config.json")
     print(vision_mapping_table(tiny.vision) if sys.argv[1:] == ["vision"] else mapping_table(tiny))
+
+
+# --- the Kimi Linear variant: transformers' in-memory names <-> the hub's ---------------------
+# The variant's pybridge model (`pybridge.kimi_linear`) holds the hub's names (those of
+# moonshotai/Kimi-Linear-* and of transformers' `save_pretrained`, which converts back);
+# transformers 5.23 renames and fuses them when it loads (`conversion_mapping.py`, "kimi_linear").
+# These functions work on any prefix (a whole model, one layer or one module's state dict).
+
+KL_FORGET_GATE = ("f_a_proj.weight", "f_b_proj.weight", "dt_bias", "A_log")
+
+
+def _split_rows(t: torch.Tensor, parts: int, name: str) -> tuple[torch.Tensor, ...]:
+    if t.shape[0] % parts:
+        raise CheckpointError(f"tensor '{name}' has {t.shape[0]} rows, not a multiple of {parts} (shape {list(t.shape)})")
+    return tuple(t.chunk(parts, dim=0))
+
+
+def kimi_linear_from_transformers(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """transformers' Kimi Linear state dict -> the hub's names (`pybridge.kimi_linear`):
+    `self_attn.forget_gate.X` -> `self_attn.X`; the fused `conv1d.weight [3HK, 1, W]` -> `q_conv1d`,
+    `k_conv1d`, `v_conv1d` (rows in that order); `experts.gate_up_proj [E, 2h, D]` ->
+    `experts.{e}.w1.weight` (rows :h, the gate) and `w3.weight` (rows h:, the up);
+    `experts.down_proj [E, D, h]` -> `experts.{e}.w2.weight`; a sparse layer's `mlp.` ->
+    `block_sparse_moe.` (dense layers keep `mlp.`)."""
+    sparse = {k[: -len("mlp.experts.gate_up_proj")] for k in state if k.endswith("mlp.experts.gate_up_proj")}
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        for prefix in sparse:
+            if prefix and name.startswith(prefix + "mlp."):
+                name = prefix + "block_sparse_moe." + name[len(prefix) + 4:]
+                break
+        head, _, leaf = name.rpartition("forget_gate.")
+        if leaf in KL_FORGET_GATE:
+            name = head + leaf
+        if name == "conv1d.weight" or name.endswith(".conv1d.weight"):
+            base = name[: -len("conv1d.weight")]
+            for part, w in zip("qkv", _split_rows(t, 3, name)):
+                out[f"{base}{part}_conv1d.weight"] = w
+        elif name.endswith("experts.gate_up_proj"):
+            base = name[: -len("gate_up_proj")]
+            for e in range(t.shape[0]):
+                out[f"{base}{e}.w1.weight"], out[f"{base}{e}.w3.weight"] = _split_rows(t[e], 2, name)
+        elif name.endswith("experts.down_proj"):
+            base = name[: -len("down_proj")]
+            for e in range(t.shape[0]):
+                out[f"{base}{e}.w2.weight"] = t[e]
+        else:
+            out[name] = t
+    return out
+
+
+def kimi_linear_to_transformers(hub: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inverse of `kimi_linear_from_transformers`: the hub's names -> transformers' 5.23
+    in-memory Kimi Linear names (what its modules' `load_state_dict` takes)."""
+    out: dict[str, torch.Tensor] = {}
+    experts: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
+    for name, t in hub.items():
+        head, _, leaf = name.rpartition("self_attn.")
+        rel = leaf if head or name.startswith("self_attn.") else name
+        pre = name[: len(name) - len(rel)]
+        if rel in KL_FORGET_GATE:
+            out[f"{pre}forget_gate.{rel}"] = t
+            continue
+        if rel.endswith(("q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight")):
+            base = name[: -len("q_conv1d.weight")]
+            if rel.startswith("q_"):
+                out[f"{base}conv1d.weight"] = torch.cat([hub[f"{base}{p}_conv1d.weight"] for p in "qkv"], 0)
+            continue
+        parts = name.split(".")
+        if "experts" in parts and parts[-1] == "weight" and parts[-2] in ("w1", "w2", "w3"):
+            i = len(parts) - 1 - parts[::-1].index("experts")
+            base = ".".join(parts[: i + 1]) + "."
+            experts.setdefault(base, {}).setdefault(int(parts[i + 1]), {})[parts[-2]] = t
+            continue
+        out[name] = t
+    for base, per in experts.items():
+        E = len(per)
+        if sorted(per) != list(range(E)) or any(set(p) != {"w1", "w2", "w3"} for p in per.values()):
+            raise CheckpointError(f"experts under '{base}' must be 0..{E - 1}, each with w1, w2, w3 (got {sorted(per)})")
+        out[f"{base}gate_up_proj"] = torch.stack([torch.cat([per[e]["w1"], per[e]["w3"]], 0) for e in range(E)])
+        out[f"{base}down_proj"] = torch.stack([per[e]["w2"] for e in range(E)])
+    return {k.replace(".block_sparse_moe.", ".mlp.") if not k.startswith("block_sparse_moe.") else "mlp." + k[17:]: v
+            for k, v in out.items()}
+
+
+def kimi_linear_hub_names(cfg, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Kimi Linear checkpoint's tensors under the names `pybridge.kimi_linear` holds: transformers'
+    in-memory names converted (`kimi_linear_from_transformers`), and a dense layer's
+    `block_sparse_moe.{gate,up,down}_proj` (transformers 5.23's `save_pretrained` renames every
+    `.mlp.` back, dense layers included) read as `mlp.*`."""
+    out = kimi_linear_from_transformers(tensors)
+    for i in range(cfg.num_hidden_layers):
+        if cfg.is_moe(i):
+            continue
+        for part in ("gate_proj", "up_proj", "down_proj"):
+            old = f"model.layers.{i}.block_sparse_moe.{part}.weight"
+            if old in out:
+                out[f"model.layers.{i}.mlp.{part}.weight"] = out.pop(old)
+    return out

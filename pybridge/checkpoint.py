@@ -32,6 +32,7 @@ from safetensors.torch import save_file
 from pybridge import adapter, moe, mxfp4
 from pybridge.config import K3Config, VisionConfig, load_config
 from pybridge.errors import CheckpointError, ConfigError
+from pybridge.kimi_linear import KimiLinearForCausalLM
 from pybridge.model import KimiK3ForCausalLM
 from pybridge.moonvit import MoonViT
 
@@ -136,7 +137,7 @@ def check_tensors(model: torch.nn.Module, tensors: dict[str, torch.Tensor], wher
     where = where or {}
     state = model.state_dict()
     expected = {k: tuple(v.shape) for k, v in state.items()}
-    if isinstance(model, KimiK3ForCausalLM) and model.config.tie_word_embeddings:
+    if isinstance(model, (KimiK3ForCausalLM, KimiLinearForCausalLM)) and model.config.tie_word_embeddings:
         expected.pop("lm_head.weight")
     packed = [k for k in tensors if k.endswith(PACKED) and k not in expected]
     if packed and not any(v.dtype == torch.uint8 for v in state.values()):
@@ -177,6 +178,8 @@ def load_checkpoint(path: str | Path, dtype: torch.dtype = torch.float32) -> Kim
     if not ckpt.is_dir():
         raise CheckpointError(f"{ckpt}: checkpoint directory does not exist")
     cfg = load_config(ckpt / "config.json")
+    if cfg.variant == "kimi_linear":
+        return load_kimi_linear(ckpt, cfg, dtype)
     quantized = is_quantized(ckpt, cfg)
     with torch.device("meta"):
         model = KimiK3ForCausalLM(cfg)
@@ -185,6 +188,20 @@ def load_checkpoint(path: str | Path, dtype: torch.dtype = torch.float32) -> Kim
     tensors, where = read_located(ckpt)
     check_tensors(model, tensors, where)
     model.load_state_dict({k: _cast(v, dtype) for k, v in tensors.items()}, strict=False, assign=True)
+    if cfg.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.eval()
+
+
+def load_kimi_linear(ckpt: Path, cfg, dtype: torch.dtype = torch.float32) -> KimiLinearForCausalLM:
+    """The Kimi Linear variant (`pybridge.kimi_linear`) from a checkpoint of that family: hub names,
+    or transformers' own (`adapter.kimi_linear_hub_names`), loaded strictly."""
+    tensors, where = read_located(ckpt)
+    renamed = adapter.kimi_linear_hub_names(cfg, tensors)
+    with torch.device("meta"):
+        model = KimiLinearForCausalLM(cfg)
+    check_tensors(model, renamed, {k: where[k] for k in renamed if k in where})
+    model.load_state_dict({k: _cast(v, dtype) for k, v in renamed.items()}, strict=False, assign=True)
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     return model.eval()
@@ -269,6 +286,10 @@ def random_model(cfg: K3Config, seed: int = 0, dtype: torch.dtype = torch.float3
                  quantize: str | None = None) -> KimiK3ForCausalLM:
     """`init_random_` weights; `quantize="mxfp4"`: the routed experts then quantized to MXFP4, as
     released (`moe.quantize_experts_`; their widths must be multiples of 32)."""
+    if cfg.variant == "kimi_linear":
+        if quantize is not None:
+            raise ConfigError("the Kimi Linear variant has no quantized checkpoint layout here (quantize must be none)")
+        return init_random_(KimiLinearForCausalLM(cfg), seed).to(dtype).eval()
     model = init_random_(KimiK3ForCausalLM(cfg), seed)
     if quantize == "mxfp4":
         check_mxfp4_widths(cfg)

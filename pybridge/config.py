@@ -2,7 +2,9 @@
 
 The file uses the same keys as the released Kimi K3 text config (`KimiLinearConfig`:
 flat MLA/MoE fields plus a nested `linear_attn_config` for KDA). A multimodal config
-that nests the text part under `text_config` is accepted too.
+that nests the text part under `text_config` is accepted too. A config of the Kimi Linear
+family (`model_type` "kimi_linear" without K3's `attn_res_block_size`) selects the Kimi Linear
+variant instead: `config_kimi_linear.KimiLinearConfig` (`variant` "kimi_linear").
 
 Extension keys (absent from the hub file; defaults reproduce the hub code's behaviour):
   * `linear_attn_config.head_k_dim` / `head_v_dim` (default `head_dim`): the hub uses one
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pybridge.config_kimi_linear import KimiLinearConfig, is_kimi_linear, kimi_linear_config_from_dict
 from pybridge.errors import ConfigError
 
 SUPPORTED_ACT = "situ"
@@ -100,6 +103,8 @@ class K3Config:
     # MoonViT-V2 (None: a text-only model) and the id of a prompt's visual-token placeholders
     vision: "VisionConfig | None" = None
     media_placeholder_token_id: int | None = None
+    #: which variant of the spec: "k3" (this class) or "kimi_linear" (`config_kimi_linear.KimiLinearConfig`)
+    variant: str = "k3"
 
     def is_mla(self, layer_idx: int) -> bool:
         """Layer schedule with a 0-based index: 1-based n is MLA iff n % 4 == 0 or n == L."""
@@ -185,13 +190,16 @@ def _require(d: dict, key: str, expected: Any, where: str = "") -> None:
         raise ConfigError(f"field '{where}{key}' must be {expected!r} (only value supported), got {d[key]!r}")
 
 
-def config_from_dict(raw: Any) -> K3Config:
-    """Validate a parsed hub config; raises ConfigError naming the offending field."""
+def config_from_dict(raw: Any) -> "K3Config | KimiLinearConfig":
+    """Validate a parsed hub config; raises ConfigError naming the offending field. A config of
+    the Kimi Linear family (`config_kimi_linear.is_kimi_linear`) gives its `KimiLinearConfig`."""
     if not isinstance(raw, dict):
         raise ConfigError(f"top level must be a JSON object, got {type(raw).__name__}")
     d = raw.get("text_config", raw)
     if not isinstance(d, dict):
         raise ConfigError("field 'text_config' must be a JSON object")
+    if is_kimi_linear(d):
+        return kimi_linear_config_from_dict(d)
     lac = d.get("linear_attn_config")
     if not isinstance(lac, dict):
         raise ConfigError("field 'linear_attn_config' is missing or not a JSON object")
@@ -342,7 +350,7 @@ def _check_layer_lists(lac: dict, cfg: K3Config) -> None:
             )
 
 
-def load_config(path: str | Path) -> K3Config:
+def load_config(path: str | Path) -> "K3Config | KimiLinearConfig":
     """Read and validate a config.json file (or a directory containing one)."""
     p = Path(path)
     if p.is_dir():

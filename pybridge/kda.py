@@ -298,19 +298,39 @@ class KimiDeltaAttention(nn.Module):
         self.q_conv1d = ShortConv(H * K, cfg.kda_conv_size)
         self.k_conv1d = ShortConv(H * K, cfg.kda_conv_size)
         self.v_conv1d = ShortConv(H * V, cfg.kda_conv_size)
-        self.A_log = nn.Parameter(torch.empty(H))
+        self.init_decay_scale(cfg)
         self.f_a_proj = nn.Linear(D, cfg.kda_decay_rank, bias=False)
         self.f_b_proj = nn.Linear(cfg.kda_decay_rank, H * K, bias=False)
         self.dt_bias = nn.Parameter(torch.empty(H * K))
         self.b_proj = nn.Linear(D, H, bias=False)
-        self.g_proj = nn.Linear(D, H * V, bias=False)
+        self.init_output_gate(cfg)
         self.o_norm = RMSNorm(V, cfg.kda_output_norm_eps)
         self.l2_eps = cfg.kda_l2_norm_eps
         self.o_proj = nn.Linear(H * V, D, bias=False)
-        self.lower_bound = cfg.kda_gate_lower_bound
         self.scale = cfg.kda_query_scale
         self.conv_width = cfg.kda_conv_size
         self.impl = "auto"  # "auto" (chunked for T > 1, recurrent for T == 1) | "chunk" | "recurrent" | "fla"
+
+    def init_decay_scale(self, cfg: K3Config) -> None:
+        """K3's decay scale `A_log [H]` and lower bound (the Kimi Linear variant overrides this)."""
+        self.A_log = nn.Parameter(torch.empty(self.H))
+        self.lower_bound = cfg.kda_gate_lower_bound
+
+    def init_output_gate(self, cfg: K3Config) -> None:
+        """K3's full-rank output gate `g_proj` (the Kimi Linear variant overrides this)."""
+        self.g_proj = nn.Linear(cfg.hidden_size, self.H * self.V, bias=False)
+
+    def log_decay(self, x_btd: torch.Tensor) -> torch.Tensor:
+        """g = log alpha [B, T, H, K]: K3's lower-bounded gate
+        g = lower_bound * sigmoid(exp(A_log[h]) * (f_b(f_a(x)) + dt_bias))."""
+        B, T, _ = x_btd.shape
+        z = (lin(self.f_b_proj, lin(self.f_a_proj, x_btd)) + self.dt_bias.to(x_btd.dtype)).view(B, T, self.H, self.K)
+        return self.lower_bound * torch.sigmoid(self.A_log.to(x_btd.dtype).exp()[:, None] * z)
+
+    def output_gate(self, x_btd: torch.Tensor) -> torch.Tensor:
+        """The output gate [B, T, H, V]: K3's full-rank sigmoid(g_proj(x))."""
+        B, T, _ = x_btd.shape
+        return torch.sigmoid(lin(self.g_proj, x_btd)).view(B, T, self.H, self.V)
 
     def initial_state(self, batch: int, like: torch.Tensor) -> KDAState:
         W, H, K, V = self.conv_width - 1, self.H, self.K, self.V
@@ -336,8 +356,7 @@ class KimiDeltaAttention(nn.Module):
         v, cv = self.v_conv1d(lin(self.v_proj, x_btd), st.conv_v)
         q = l2_normalize(q.view(B, T, self.H, self.K), self.l2_eps)
         k = l2_normalize(k.view(B, T, self.H, self.K), self.l2_eps)
-        z = (lin(self.f_b_proj, lin(self.f_a_proj, x_btd)) + self.dt_bias.to(x_btd.dtype)).view(B, T, self.H, self.K)
-        g = self.lower_bound * torch.sigmoid(self.A_log.to(x_btd.dtype).exp()[:, None] * z)
+        g = self.log_decay(x_btd)
         beta = torch.sigmoid(lin(self.b_proj, x_btd))
         return q, k, v.view(B, T, self.H, self.V), g, beta, (cq, ck, cv)
 
@@ -354,6 +373,5 @@ class KimiDeltaAttention(nn.Module):
         else:
             kernel = kda_recurrent if impl == "recurrent" else kda_chunked
             o, S = kernel(q, k, v, g, beta, self.scale, st.recurrent.to(x_btd.dtype))
-        gate = torch.sigmoid(lin(self.g_proj, x_btd)).view(B, T, self.H, self.V)
-        o = self.o_norm(o) * gate
+        o = self.o_norm(o) * self.output_gate(x_btd)
         return lin(self.o_proj, o.reshape(B, T, self.H * self.V)).to(stored), KDAState(*convs, S)

@@ -33,15 +33,32 @@ class GatedMLA(nn.Module):
         D, H = cfg.hidden_size, cfg.num_attention_heads
         self.H, self.nope, self.rope, self.vdim = H, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
         self.kv_rank = cfg.kv_lora_rank
-        self.q_a_proj = nn.Linear(D, cfg.q_lora_rank, bias=False)
-        self.q_a_layernorm = RMSNorm(cfg.q_lora_rank, cfg.mla_latent_norm_eps)
-        self.q_b_proj = nn.Linear(cfg.q_lora_rank, H * (self.nope + self.rope), bias=False)
+        self.init_query(cfg)
         self.kv_a_proj_with_mqa = nn.Linear(D, self.kv_rank + self.rope, bias=False)
         self.kv_a_layernorm = RMSNorm(self.kv_rank, cfg.mla_latent_norm_eps)
         self.kv_b_proj = nn.Linear(self.kv_rank, H * (self.nope + self.vdim), bias=False)
-        self.g_proj = nn.Linear(D, H * self.vdim, bias=False)
+        self.init_output_gate(cfg)
         self.o_proj = nn.Linear(H * self.vdim, D, bias=False)
         self.score_scale = cfg.mla_score_scale
+
+    def init_query(self, cfg: K3Config) -> None:
+        """The low-rank query path q_a_proj -> q_a_layernorm -> q_b_proj."""
+        width = self.H * (self.nope + self.rope)
+        self.q_a_proj = nn.Linear(cfg.hidden_size, cfg.q_lora_rank, bias=False)
+        self.q_a_layernorm = RMSNorm(cfg.q_lora_rank, cfg.mla_latent_norm_eps)
+        self.q_b_proj = nn.Linear(cfg.q_lora_rank, width, bias=False)
+
+    def init_output_gate(self, cfg: K3Config) -> None:
+        """K3's sigmoid output gate `g_proj` (the Kimi Linear variant has none)."""
+        self.g_proj = nn.Linear(cfg.hidden_size, self.H * self.vdim, bias=False)
+
+    def query(self, x_btd: torch.Tensor) -> torch.Tensor:
+        """Per-head queries [B, T, H*(nope+rope)]."""
+        return lin(self.q_b_proj, self.q_a_layernorm(lin(self.q_a_proj, x_btd)))
+
+    def gated(self, x_btd: torch.Tensor, o_btf: torch.Tensor) -> torch.Tensor:
+        """K3: sigmoid(g_proj x) * concat_h o_h."""
+        return torch.sigmoid(lin(self.g_proj, x_btd)) * o_btf
 
     def initial_state(self, batch: int, like: torch.Tensor) -> MLACache:
         return MLACache(like.new_zeros(batch, 0, self.kv_rank), like.new_zeros(batch, 0, self.rope))
@@ -57,7 +74,7 @@ class GatedMLA(nn.Module):
         B, T, _ = x_btd.shape
         H = self.H
         stored, x_btd = x_btd.dtype, x_btd.to(compute_dtype(x_btd.dtype))
-        q = lin(self.q_b_proj, self.q_a_layernorm(lin(self.q_a_proj, x_btd))).view(B, T, H, self.nope + self.rope)
+        q = self.query(x_btd).view(B, T, H, self.nope + self.rope)
         q_content, q_shared = q.split([self.nope, self.rope], dim=-1)
         latent_new, shared_new = lin(self.kv_a_proj_with_mqa, x_btd).split([self.kv_rank, self.rope], dim=-1)
         latent_new = self.kv_a_layernorm(latent_new)
@@ -78,5 +95,4 @@ class GatedMLA(nn.Module):
             )
             scores_bhts = scores_bhts.masked_fill(~allowed_ts, float("-inf"))
         o_bthv = torch.einsum("bhts,bshv->bthv", torch.softmax(scores_bhts, dim=-1), v)
-        gate = torch.sigmoid(lin(self.g_proj, x_btd))
-        return lin(self.o_proj, gate * o_bthv.reshape(B, T, H * self.vdim)).to(stored), cache
+        return lin(self.o_proj, self.gated(x_btd, o_bthv.reshape(B, T, H * self.vdim))).to(stored), cache

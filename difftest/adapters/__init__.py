@@ -2,7 +2,8 @@
 
 An *adapter* is any Python object with a `name` and, for each component it implements, an
 attribute named after the component (`difftest list` names them: `expert`, `latent_moe`,
-`kda_recurrence`, `kda_layer`, `mla`, `attnres`, `decoder_step`) holding a callable
+`kda_recurrence`, `kda_layer`, `mla`, `attnres`, `decoder_step`; the Kimi Linear variant's
+`kimi_linear_kda`, `kimi_linear_mla`, `kimi_linear_moe`, `kimi_linear_model`) holding a callable
 
     fn(call: Call) -> dict[str, torch.Tensor]
 
@@ -45,6 +46,7 @@ BUILTIN = {
     "fla-chunk": "difftest.adapters.fla:chunk",
     "kimi-linear-recurrent": "difftest.adapters.kimi_linear:recurrent",
     "kimi-linear-chunk": "difftest.adapters.kimi_linear:chunk",
+    "kimi-linear": "difftest.adapters.kimi_linear:layers",
 }
 
 
@@ -78,6 +80,20 @@ CONTRACTS: dict[str, Contract] = {
     "decoder_step": Contract("ids [B, P+1] (float64 token ids); model_seed: call.hub() is the seeded tiny model's state dict; "
                              "prefill ids[:, :-1], then one cached step on ids[:, -1]",
                              {"logits": "[B, vocab]"}, ("logits",)),
+    # the Kimi Linear variant (difftest.components.kimi_linear): weights under the hub's names
+    "kimi_linear_kda": Contract("xs [B, T, D] and the Kimi Linear KDA layer's weights (hub names relative to self_attn.: "
+                                "q_proj.weight, q_conv1d.weight, A_log [1, 1, H, 1], dt_bias, g_a_proj.weight, …), "
+                                "from the zero state; call.config(): pybridge's KimiLinearConfig",
+                                {"y": "[B, T, D]"}, ("y",)),
+    "kimi_linear_mla": Contract("xs [B, T, D] and the Kimi Linear MLA weights (hub names relative to self_attn.; "
+                                "q_proj.weight, or q_a_proj/q_a_layernorm/q_b_proj when sizes['Lq'] > 0), causal, "
+                                "from an empty cache", {"y": "[B, T, D]"}, ("y",)),
+    "kimi_linear_moe": Contract("x [N, D] and the Kimi Linear MoE weights (hub names relative to block_sparse_moe.: "
+                                "gate.weight, gate.e_score_correction_bias, experts.{e}.w1/w2/w3.weight, shared_experts.*)",
+                                {"y": "[N, D]"}, ("y",)),
+    "kimi_linear_model": Contract("ids [B, T] (float64 token ids); model_seed: call.hub() is the seeded tiny Kimi Linear "
+                                  "model's state dict (hub names); prefill logits of every position",
+                                  {"logits": "[B, T, vocab]"}, ("logits",)),
 }
 
 
@@ -123,6 +139,10 @@ class Call:
         from difftest.components.base import torch_config
 
         comp = COMPONENTS[self.component]
+        if getattr(comp, "spec_is_pybridge", False) and self.config_path != TINY_CONFIG:  # a checkpoint's own
+            from pybridge.config import load_config
+
+            return load_config(self.config_path)
         return comp.config(self.sizes) if hasattr(comp, "config") else torch_config()
 
     def hub(self) -> dict[str, torch.Tensor]:
@@ -145,6 +165,11 @@ class Call:
                 return {f"{hub}.weight_{part}": spec[f"{name}.{part}"] for name, hub in
                         (("gateWeight", "w1"), ("upWeight", "w3"), ("downWeight", "w2")) for part in ("packed", "scale")}
             return adapter.to_hub(adapter.expert_rules(self.sizes["d"], self.sizes["h"]), spec)
+        from difftest.components import COMPONENTS
+
+        own = getattr(COMPONENTS.get(self.component), "hub_tensors", None)
+        if own is not None:  # the Kimi Linear variant: the case's tensors are hub names already
+            return {k: v.to(device=self.device, dtype=self.dtype) for k, v in own(self.tensors).items()}
         if self.component == "decoder_step":
             from difftest.components.decoder import case_model
 

@@ -8,6 +8,8 @@ its pybridge module, its NumPy reference and, when an export exists, its graph f
 template calls the executable specification (`KimiK3.Exec`, seconds per case offline:
 `base.ExecComponent`; the sequence mixers, `sequence.SequenceMixer`, and `decoder_step`, the
 whole decoder token step, leave their `long` kind out); `--lean-all` evaluates every case.
+The Kimi Linear variant's components (`kimi_linear.py`) have pybridge's variant as their spec leg
+and no Lean leg yet.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from difftest.components.base import Component, ErrorModel, LowpCheck
 from difftest.components.channel import ExpertComponent, LatentMoEComponent
 from difftest.components.decoder import DecoderStepComponent
 from difftest.components.depth import AttnResComponent
+from difftest.components.kimi_linear import (KimiLinearKDAComponent, KimiLinearMLAComponent, KimiLinearModelComponent,
+                                             KimiLinearMoEComponent)
 from difftest.components.loss import NextTokenLossComponent
 from difftest.components.mxfp4 import MXFP4ExpertComponent
 from difftest.components.sequence import KDALayerComponent, KDARecurrenceComponent, MLAComponent
@@ -31,6 +35,7 @@ COMPONENTS: dict[str, Component] = {
         NextTokenLossComponent(),
         VisionEmbedComponent(), VisionBlockComponent(), MergeProjectComponent(), VisionEncoderComponent(),
         MultimodalPrefillComponent(),
+        KimiLinearKDAComponent(), KimiLinearMLAComponent(), KimiLinearMoEComponent(), KimiLinearModelComponent(),
     )
 }
 

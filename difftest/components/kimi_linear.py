@@ -1,0 +1,251 @@
+"""The Kimi Linear variant's components (k3-spec §7; `pybridge.kimi_linear`): `kimi_linear_kda`,
+`kimi_linear_mla`, `kimi_linear_moe` and the whole tiny model `kimi_linear_model`.
+
+The spec leg is pybridge's variant (`torch_outputs`, kept with `--no-pybridge` too:
+`spec_is_pybridge`), built from a hub-form `config.json` (`hub_config`) through pybridge's config
+reader. There is no Lean leg: the Lean reference definitions of the variant have no difftest
+template yet, and the summary's Lean counts say so for every case (`lean_why_not`); there is no
+NumPy leg either. So an adapter (`--impl kimi-linear`, transformers' own layers) is compared with
+pybridge's variant only: at float64, and at float32 on the case rounded to float32 against
+pybridge's variant in float64 on the same rounded values (`adapters.legs.lowp_checks`; the
+whole model at float64 only, `legs.FLOAT64_ONLY`). pybridge's own float32/bfloat16 path of each
+block (`lowp_checks`: weights and input rounded, the stage computed in float32, the output stored
+once) is checked against pybridge's variant in float64 on the same rounded values, the float64
+result being the one tied to transformers'.
+
+Case tensors are the block's weights under the hub's names relative to the block (pybridge's
+`init_random_`: unit-variance projections, A_log = log U(1, 16), small dt_bias and selection
+biases), and the input `xs [B, T, D]` (`x [N, D]` for the MoE); `kimi_linear_model` has `ids
+[B, T]` and `model_seed` (the seeded tiny model). Kinds: `random`, `large` (inputs ×30: the
+softplus gate's z > 20 branch, saturated sigmoids) and, for KDA, `long` (T = 40).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import torch
+
+from difftest.case import Case
+from difftest.components.base import Component, ErrorModel, LowpCheck, rounded, t64, to_np
+
+#: the tiny variant's hub config (the shape of moonshotai/Kimi-Linear-*'s config.json)
+TINY = {
+    "model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"], "vocab_size": 61, "hidden_size": 16,
+    "num_hidden_layers": 4, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "hidden_act": "silu",
+    "num_attention_heads": 2, "num_key_value_heads": 2, "q_lora_rank": None, "kv_lora_rank": 7,
+    "qk_nope_head_dim": 4, "qk_rope_head_dim": 3, "v_head_dim": 5, "mla_use_nope": True,
+    "intermediate_size": 20, "moe_intermediate_size": 6, "num_experts": 4, "num_experts_per_token": 2,
+    "num_shared_experts": 1, "routed_scaling_factor": 2.446, "moe_renormalize": True,
+    "moe_router_activation_func": "sigmoid", "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "num_expert_group": 1, "topk_group": 1,
+    "linear_attn_config": {"head_dim": 6, "num_heads": 2, "short_conv_kernel_size": 4,
+                           "kda_layers": [1, 2, 4], "full_attn_layers": [3]},
+}
+KDA_LAYER, MLA_LAYER, MOE_LAYER = 0, 2, 1
+LEAN_WHY_NOT = ("no template: no Lean leg for the Kimi Linear variant yet (Lean reference definitions, no difftest "
+                "template; legs: pybridge's variant and the adapters)")
+
+
+def hub_config(sizes: dict[str, int] | None = None) -> dict:
+    """The tiny hub config, with `q_lora_rank` from `sizes` (0: none, one `q_proj`)."""
+    d = dict(TINY)
+    if sizes and sizes.get("Lq"):
+        d["q_lora_rank"] = sizes["Lq"]
+    return d
+
+
+@cache
+def _config(q_lora: int):
+    from pybridge.config import config_from_dict
+
+    return config_from_dict(hub_config({"Lq": q_lora}))
+
+
+def random_block(module: torch.nn.Module, seed: int) -> dict[str, np.ndarray]:
+    """`module`'s parameters, seeded as pybridge's `init_random_` does, as float64 arrays."""
+    from pybridge.checkpoint import init_random_
+
+    init_random_(module.double(), seed)
+    return {k: to_np(v) for k, v in module.state_dict().items()}
+
+
+class KimiLinearComponent(Component):
+    """Common parts: the spec leg is pybridge's variant; no Lean, no NumPy."""
+
+    spec_is_pybridge = True
+    lean_why_not = LEAN_WHY_NOT
+    kinds = {"random": "unit-variance inputs and weights", "large": "inputs ×30 (softplus z > 20, saturated gates)"}
+    default_sizes = {"B": 2, "T": 9, "Lq": 0}
+    inputs = ("xs",)
+
+    def config(self, sizes: dict[str, int]):
+        """pybridge's `KimiLinearConfig` of the tiny variant (`call.config()`)."""
+        return _config(sizes.get("Lq", 0))
+
+    def references(self) -> list[str]:
+        return ["pybridge variant (the spec leg; no Lean or NumPy leg yet)"]
+
+    def module(self, sizes: dict[str, int]) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def sample(self, rng, kind, sizes):
+        seed = int(rng.integers(2**31))
+        weights = random_block(self.module(sizes), seed)
+        shape = (sizes["B"], sizes["T"], TINY["hidden_size"]) if self.inputs == ("xs",) else (sizes["B"] * sizes["T"], TINY["hidden_size"])
+        x = rng.normal(size=shape) * (30.0 if kind == "large" else 1.0)
+        return {self.inputs[0]: x, **weights}
+
+    def hub_tensors(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """`call.hub()`: the block's weights under the hub's names (the case's names already)."""
+        return {k: v for k, v in tensors.items() if k not in ("x", "xs", "ids", "model_seed")}
+
+    def torch_outputs(self, case, dtype, device):
+        """`pybridge`: the block on the whole input; `pybridge decode` (`second`): another path
+        through the same code (token by token, or the recurrent kernel), so a run without an
+        adapter still compares two legs."""
+        m = self.module(case.sizes).to(torch.float64)
+        m.load_state_dict({k: t64(v) for k, v in self.hub_tensors(case.tensors).items()})
+        m = m.to(device=device, dtype=dtype)
+        x = t64(case.tensors[self.inputs[0]]).to(device=device, dtype=dtype)
+        with torch.no_grad():
+            return {"pybridge": {"y": to_np(self.forward(m, x))}, self.second: {"y": to_np(self.decode(m, x))}}
+
+    second = "pybridge decode"
+
+    def forward(self, m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return m(x, m.initial_state(x.shape[0], x))[0]
+
+    def decode(self, m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """One token at a time through the layer's causal state."""
+        st, ys = m.initial_state(x.shape[0], x), []
+        for t in range(x.shape[1]):
+            y, st = m(x[:, t : t + 1], st)
+            ys.append(y)
+        return torch.cat(ys, 1)
+
+    def lowp_checks(self, case, dtype, device):
+        """pybridge's variant at `dtype` (weights and input rounded to it, each stage computed in
+        float32, its output stored once: pybridge's precision policy) against pybridge's variant
+        in float64 on the same rounded values, whose float64 result is tied to transformers'."""
+        rc = rounded(case, dtype)
+        want = self.torch_outputs(rc, torch.float64, device)["pybridge"]
+        got = self.torch_outputs(rc, dtype, device)["pybridge"]
+        model = self.error_model(case.sizes)
+        return [LowpCheck("pybridge", "pybridge float64", k, got[k], want[k], model) for k in want]
+
+    def shrink_sizes(self, sizes):
+        return [dict(sizes, B=1, T=t) for t in (2, 4) if t < sizes["T"]]
+
+
+class KimiLinearKDAComponent(KimiLinearComponent):
+    name = "kimi_linear_kda"
+    summary = "Kimi Linear KDA layer: softplus decay gate, low-rank output gate, K^-1/2 query scale (pybridge variant)"
+    kinds = {**KimiLinearComponent.kinds, "long": "T = 40 (several of pybridge's 16-token chunks)"}
+
+    def sizes_for_kind(self, kind, thorough=False):
+        return dict(self.default_sizes, T=40) if kind == "long" else dict(self.default_sizes)
+
+    def module(self, sizes):
+        from pybridge.kimi_linear import KimiLinearKDA
+
+        return KimiLinearKDA(self.config(sizes))
+
+    def error_model(self, sizes):
+        T, K, D = sizes["T"], sizes.get("K", TINY["linear_attn_config"]["head_dim"]), sizes.get("D", TINY["hidden_size"])
+        # as kda_layer's: projection, conv, L2 norm, decay (softplus, exp), the recurrence over
+        # T tokens, per-head RMSNorm, the low-rank gate (two dots), output
+        return ErrorModel(stores=22 + 6 * T, accum=3 * D + 4 + 3 * K + T * K + 2 * K, amp=4.0)
+
+
+class KimiLinearMLAComponent(KimiLinearComponent):
+    name = "kimi_linear_mla"
+    summary = "Kimi Linear MLA (NoPE) without an output gate; q_proj or the low-rank query (pybridge variant)"
+    kinds = {**KimiLinearComponent.kinds, "q_lora": "the low-rank query path (q_lora_rank 5)"}
+
+    def sizes_for_kind(self, kind, thorough=False):
+        return dict(self.default_sizes, Lq=5) if kind == "q_lora" else dict(self.default_sizes)
+
+    def module(self, sizes):
+        from pybridge.kimi_linear import KimiLinearMLA
+
+        return KimiLinearMLA(self.config(sizes))
+
+    def error_model(self, sizes):
+        D, T, Lkv = sizes.get("D", TINY["hidden_size"]), sizes["T"], sizes.get("Lkv", TINY["kv_lora_rank"])
+        C = sizes.get("C", TINY["qk_nope_head_dim"] + TINY["qk_rope_head_dim"])
+        HV = sizes.get("HV", TINY["num_attention_heads"] * TINY["v_head_dim"])
+        # query (D, or D and Lq with its norm), latents (D, RMSNorm Lkv), up projection (Lkv),
+        # scores (C), softmax over T, value mix (T), output (H V)
+        return ErrorModel(stores=30, accum=2 * D + 2 * Lkv + sizes.get("Lq", 0) + C + 2 * T + HV, amp=4.0)
+
+
+class KimiLinearMoEComponent(KimiLinearComponent):
+    name = "kimi_linear_moe"
+    summary = "Kimi Linear MoE: sigmoid router, selection bias, routed scaling, SwiGLU experts, shared expert (pybridge variant)"
+    inputs = ("x",)
+
+    def module(self, sizes):
+        from pybridge.kimi_linear import RoutedScalingMoE
+
+        return RoutedScalingMoE(self.config(sizes))
+
+    second = "pybridge per token"
+
+    def forward(self, m, x):
+        return m(x)
+
+    def decode(self, m, x):
+        return torch.cat([m(x[i : i + 1]) for i in range(x.shape[0])])
+
+    def error_model(self, sizes):
+        D, h = sizes.get("D", TINY["hidden_size"]), sizes.get("h", TINY["moe_intermediate_size"])
+        k = sizes.get("k", TINY["num_experts_per_token"])
+        # router dot (D), sigmoid, weight (a k-sum), expert (dots D and h), k-sum, shared expert
+        return ErrorModel(stores=20, accum=2 * D + 2 * h + k, amp=4.0)
+
+
+class KimiLinearModelComponent(KimiLinearComponent):
+    name = "kimi_linear_model"
+    summary = "the whole tiny Kimi Linear model (3 KDA + 1 MLA layer, dense + MoE): prefill logits (pybridge variant)"
+    kinds = {"random": "random token ids, the seeded tiny model"}
+    default_sizes = {"B": 2, "T": 7, "Lq": 0}
+
+    def module(self, sizes):
+        from pybridge.kimi_linear import KimiLinearForCausalLM
+
+        return KimiLinearForCausalLM(self.config(sizes))
+
+    def sample(self, rng, kind, sizes):
+        return {"ids": rng.integers(0, TINY["vocab_size"], (sizes["B"], sizes["T"])).astype(np.float64),
+                "model_seed": np.array(float(rng.integers(2**20)))}
+
+    def seeded(self, case: Case) -> torch.nn.Module:
+        from pybridge.checkpoint import init_random_
+
+        return init_random_(self.module(case.sizes).double(), int(case.tensors["model_seed"]))
+
+    def hub_tensors(self, tensors):
+        from pybridge.checkpoint import init_random_
+
+        m = init_random_(self.module(self.default_sizes).double(), int(tensors["model_seed"]))
+        return dict(m.state_dict())
+
+    def torch_outputs(self, case, dtype, device):
+        m = self.seeded(case).to(device=device, dtype=dtype)
+        ids = torch.from_numpy(np.asarray(case.tensors["ids"])).long().clamp(0, TINY["vocab_size"] - 1).to(device)
+        with torch.no_grad():
+            cache, steps = None, []
+            for t in range(ids.shape[1]):
+                logits, cache = m(ids[:, t : t + 1], cache)
+                steps.append(logits)
+            return {"pybridge": {"logits": to_np(m(ids)[0])}, "pybridge decode": {"logits": to_np(torch.cat(steps, 1))}}
+
+    def lowp_checks(self, case, dtype, device):
+        return []  # the whole model has no single-stage error budget (its layers are checked one by one)
+
+    def error_model(self, sizes):
+        D, T, L = TINY["hidden_size"], sizes["T"], TINY["num_hidden_layers"]
+        per = 22 + 6 * T + 4 * D + 6 * TINY["linear_attn_config"]["head_dim"] + T * 6 + 2 * TINY["intermediate_size"]
+        return ErrorModel(stores=L * per, accum=L * per + D, amp=4.0)
