@@ -280,11 +280,13 @@ def _build_locked(
     parallel = max(1, jobs)
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         while todo or running:
-            blocked = {n for n in todo if any(d in failed or d in result.skipped for d in modules[n].imports)}
-            for name in sorted(blocked):
-                todo.discard(name)
-                result.skipped.append(name)
-                _say(f"[build] skipped {name}: a module it imports failed", quiet)
+            # to a fixpoint: a module whose import was skipped just now is skipped too (else the
+            # loop could end with it neither built nor reported)
+            while blocked := sorted(n for n in todo if any(d in failed or d in result.skipped for d in modules[n].imports)):
+                for name in blocked:
+                    todo.discard(name)
+                    result.skipped.append(name)
+                    _say(f"[build] skipped {name}: a module it imports failed", quiet)
             ready = sorted(
                 (n for n in todo if all(d in done for d in modules[n].imports)),
                 key=lambda n: (-len(users[n]), n),
