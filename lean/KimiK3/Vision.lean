@@ -6,6 +6,7 @@ public import KimiK3.Vision.Block
 public import KimiK3.Vision.Merge
 public import KimiK3.Vision.Splice
 public import KimiK3.Vision.EmbedGraph
+public import KimiK3.Vision.MergeGraph
 
 /-!
 # MoonViT-V2 (k3-spec §2.9, §7)
