@@ -63,3 +63,63 @@ def test_vision_merge_graphs_equal_reference_merge_project() -> None:
     # planted bug: the first frame instead of the frame mean
     frame0_nd = y_nd[: h * w].repeat(t, 1)
     assert float((_merge_graphs(sd, frame0_nd) - want_nt).abs().max()) > 1e-3
+
+
+def _block_sd(vis, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Block 0's checkpoint tensors (`nn.Linear` `[out, in]`), random."""
+    D, Q, M = vis.hidden_size, vis.qkv_hidden_size, vis.intermediate_size
+    pre = "vision_tower.encoder.blocks.0."
+    return {pre + "norm0.weight": 1 + 0.1 * torch.randn(D, generator=gen, dtype=F64),
+            pre + "norm1.weight": 1 + 0.1 * torch.randn(D, generator=gen, dtype=F64),
+            pre + "wqkv.weight": torch.randn(3 * Q, D, generator=gen, dtype=F64) / math.sqrt(D),
+            pre + "wo.weight": torch.randn(D, Q, generator=gen, dtype=F64) / math.sqrt(Q),
+            pre + "mlp.fc0.weight": torch.randn(M, D, generator=gen, dtype=F64) / math.sqrt(D),
+            pre + "mlp.fc1.weight": torch.randn(D, M, generator=gen, dtype=F64) / math.sqrt(M)}
+
+
+def _block_params(vis, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The graph's per-head views of the checkpoint (`Block.lean`'s layout): `query{j}[a, d, p]` is
+    `wqkv.weight[a·K + 2p + j, d]`, keys from row `Q` on, values from row `2Q` on,
+    `output[a, c, e] = wo.weight[e, a·K + c]`."""
+    A, K, Q, D = vis.num_heads, vis.head_dim, vis.qkv_hidden_size, vis.hidden_size
+    pre = "vision_tower.encoder.blocks.0."
+    wqkv_sak_d = sd[pre + "wqkv.weight"].reshape(3, A, K, D)
+    pairs_sapjd = wqkv_sak_d.reshape(3, A, K // 2, 2, D)
+    return {"norm0": sd[pre + "norm0.weight"], "norm1": sd[pre + "norm1.weight"],
+            "query0": pairs_sapjd[0, :, :, 0].transpose(1, 2), "query1": pairs_sapjd[0, :, :, 1].transpose(1, 2),
+            "key0": pairs_sapjd[1, :, :, 0].transpose(1, 2), "key1": pairs_sapjd[1, :, :, 1].transpose(1, 2),
+            "value": wqkv_sak_d[2].transpose(1, 2), "output": sd[pre + "wo.weight"].T.reshape(A, K, D),
+            "fc0": sd[pre + "mlp.fc0.weight"].T, "fc1": sd[pre + "mlp.fc1.weight"].T}
+
+
+def _rope_tables(vis, grid: tuple[int, int, int], swap_axes: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """`[L, 2R]` cos and sin of `moonvit_reference.rope_angle` per token (row, column); `swap_axes`
+    plants the axis-order bug (column for the first R pairs)."""
+    t, h, w = grid
+    angle_lp = torch.tensor([[moonvit_reference.rope_angle(vis, *((l % w, l % (h * w) // w) if swap_axes
+                                                                   else (l % (h * w) // w, l % w)), p)
+                              for p in range(2 * vis.rope_freqs)] for l in range(t * h * w)], dtype=F64)
+    return angle_lp.cos(), angle_lp.sin()
+
+
+def test_vision_block_graph_equals_reference_block() -> None:
+    """One clip of 2 frames of 6 × 4 tokens (48 tokens attending to each other), width 20, 3 heads
+    of 12, MLP 28: the Lean block graph equals `moonvit_reference.block`; swapped RoPE axes and
+    swapped pair components are caught."""
+    vis = load_config(TINY).vision
+    grid = (2, 6, 4)
+    gen = torch.Generator().manual_seed(1)
+    sd = _block_sd(vis, gen)
+    x_ld = torch.randn(grid[0] * grid[1] * grid[2], vis.hidden_size, generator=gen, dtype=F64)
+    want_ld = moonvit_reference.block(vis, sd, 0, x_ld, grid)
+    graph = compile_graph(load_graph(GRAPHS / "vision_block_tiny.json"))
+    params = _block_params(vis, sd)
+    cos_lp, sin_lp = _rope_tables(vis, grid)
+    assert_close(graph(params, {"x": x_ld, "cos": cos_lp, "sin": sin_lp})["y"], want_ld)
+    # planted bugs: RoPE rows and columns swapped; the pair components of the query swapped
+    bad_cos, bad_sin = _rope_tables(vis, grid, swap_axes=True)
+    got_ld = graph(params, {"x": x_ld, "cos": bad_cos, "sin": bad_sin})["y"]
+    assert float((got_ld - want_ld).abs().max()) > 1e-3
+    swapped = params | {"query0": params["query1"], "query1": params["query0"]}
+    got_ld = graph(swapped, {"x": x_ld, "cos": cos_lp, "sin": sin_lp})["y"]
+    assert float((got_ld - want_ld).abs().max()) > 1e-3

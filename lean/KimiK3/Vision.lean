@@ -7,6 +7,7 @@ public import KimiK3.Vision.Merge
 public import KimiK3.Vision.Splice
 public import KimiK3.Vision.EmbedGraph
 public import KimiK3.Vision.MergeGraph
+public import KimiK3.Vision.BlockGraph
 
 /-!
 # MoonViT-V2 (k3-spec §2.9, §7)
