@@ -8,6 +8,7 @@ public import KimiK3.Vision.Splice
 public import KimiK3.Vision.EmbedGraph
 public import KimiK3.Vision.MergeGraph
 public import KimiK3.Vision.BlockGraph
+public import KimiK3.Vision.BlockGraphEval
 
 /-!
 # MoonViT-V2 (k3-spec §2.9, §7)
