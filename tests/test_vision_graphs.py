@@ -123,3 +123,55 @@ def test_vision_block_graph_equals_reference_block() -> None:
     swapped = params | {"query0": params["query1"], "query1": params["query0"]}
     got_ld = graph(swapped, {"x": x_ld, "cos": cos_lp, "sin": sin_lp})["y"]
     assert float((got_ld - want_ld).abs().max()) > 1e-3
+
+
+def _interpolation_matrix(m: int, n: int) -> torch.Tensor:
+    """`[n, m]` weights of `F.interpolate(bilinear, align_corners=False)` along one axis."""
+    eye = torch.eye(m, dtype=F64).reshape(1, m, m, 1)
+    return torch.nn.functional.interpolate(eye, size=(n, 1), mode="bilinear", align_corners=False).reshape(m, n).T
+
+
+def test_vision_graphs_compose_to_reference_features() -> None:
+    """Pixels-patches to visual tokens through the Lean graphs only (embedding, the block graph
+    per block, the final norm, the merge head; the erf GELU in torch; the projector tail) equals
+    `moonvit_reference.features` on one 2-frame 6 × 4 clip (`encode_eq_graphs`,
+    `mergeProject_eq_graphs`)."""
+    vis = load_config(TINY).vision
+    t, h, w = grid = (2, 6, 4)
+    D = vis.hidden_size
+    gen = torch.Generator().manual_seed(2)
+    sd = {"vision_tower.patch_embed.proj.weight": torch.randn(D, vis.in_channels, vis.patch_size, vis.patch_size,
+                                                              generator=gen, dtype=F64) / 3,
+          "vision_tower.patch_embed.pos_emb.weight": torch.randn(vis.pos_emb_height, vis.pos_emb_width, D,
+                                                                 generator=gen, dtype=F64),
+          "vision_tower.encoder.final_layernorm.weight": 1 + 0.1 * torch.randn(D, generator=gen, dtype=F64)}
+    sd |= _projector_sd(vis.merge_kernel_size[0] * vis.merge_kernel_size[1] * D, vis.text_hidden_size, gen)
+    blocks = []
+    for i in range(vis.num_layers):
+        b = _block_sd(vis, gen)
+        blocks.append(_block_params(vis, b))
+        sd |= {k.replace("blocks.0.", f"blocks.{i}."): v for k, v in b.items()}
+    patches_np = torch.randn(t * h * w, vis.patch_dim, generator=gen, dtype=F64)
+    want_nt = moonvit_reference.features(vis, sd, patches_np, [grid])
+
+    half = D // 2
+    angle_fc = torch.arange(t, dtype=F64)[:, None] * torch.tensor([10000.0 ** (-c / half) for c in range(half)],
+                                                                   dtype=F64)[None, :]
+    embed = compile_graph(load_graph(GRAPHS / "vision_embed_tiny.json"))
+    block = compile_graph(load_graph(GRAPHS / "vision_block_tiny.json"))
+    final = compile_graph(load_graph(GRAPHS / "vision_final_norm_tiny.json"))
+    cos_lp, sin_lp = _rope_tables(vis, grid)
+
+    def encoder_graphs(block_params: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        x_ld = embed({"patchWeight": sd["vision_tower.patch_embed.proj.weight"].reshape(D, -1).T,
+                      "posTable": sd["vision_tower.patch_embed.pos_emb.weight"]},
+                     {"patches": patches_np, "rows": _interpolation_matrix(vis.pos_emb_height, h),
+                      "cols": _interpolation_matrix(vis.pos_emb_width, w),
+                      "time": torch.cat([angle_fc.sin(), angle_fc.cos()], dim=1)})["embedding"]
+        for params in block_params:
+            x_ld = block(params, {"x": x_ld, "cos": cos_lp, "sin": sin_lp})["y"]
+        return final({"norm": sd["vision_tower.encoder.final_layernorm.weight"]}, {"x": x_ld})["y"]
+
+    assert_close(_merge_graphs(sd, encoder_graphs(blocks)), want_nt)
+    # planted bug: the blocks in the wrong order
+    assert float((_merge_graphs(sd, encoder_graphs(blocks[::-1])) - want_nt).abs().max()) > 1e-3
