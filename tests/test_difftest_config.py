@@ -46,12 +46,31 @@ def test_graph_constants_are_the_readings() -> None:
              "mla_packed_step_tiny.json": ("mla_latent_eps",), "kda_layer_step_tiny.json": ("kda_out_eps",),
              "decoder_step_tiny.json": ("rms_eps", "attn_res_eps", "final_eps", "mla_latent_eps", "moe_eps", "kda_out_eps")}
     for file in sorted(p.name for p in GRAPHS.glob("*_tiny.json")):
+        if file.startswith("vision_"):
+            continue  # test_vision_graph_constants_are_the_readings
         consts = config.graph_constants(file)
         want = {r[k] for k in sites.get(file, ())}
         assert consts.get("rmsNormLast.eps", set()) == want, file
         assert consts.get("l2NormLast.eps", {r["l2_eps"]}) == {r["l2_eps"]}, file
         assert consts.get("scale.c", set()) - {0.0} <= {r["log_floor"], r["query_scale"], r["routed_scaling"]}, file
     assert config.graph_constants("kda_layer_step_tiny.json")["scale.c"] == {r["log_floor"], r["query_scale"]}
+
+
+def test_vision_graph_constants_are_the_readings() -> None:
+    """The MoonViT graphs' baked ε's are `vision_config`'s (difftest's own reading); the block's
+    scale constants are the score scale `head_dim^(-1/2)`, the tanh GELU's ½, 0.044715, √(2/π)."""
+    import math
+
+    from difftest import numpy_vision as nv
+
+    v = nv.vision_reading()
+    eps = {"vision_block_tiny.json": {v["eps"]}, "vision_final_norm_tiny.json": {v["eps"]},
+           "vision_merge_tail_tiny.json": {v["projector_eps"]}}
+    for file in sorted(p.name for p in GRAPHS.glob("vision_*_tiny.json")):
+        assert config.graph_constants(file).get("rmsNormLast.eps", set()) == eps.get(file, set()), file
+    scales = config.graph_constants("vision_block_tiny.json")["scale.c"]
+    want = {v["head_dim"] ** -0.5, 0.5, 0.044715, math.sqrt(2 / math.pi)}
+    assert len(scales) == 4 and all(min(abs(s - w) for s in scales) <= 1e-15 for w in want), scales
 
 
 def test_lean_reading_reads_a_config_document() -> None:

@@ -240,6 +240,24 @@ class VisionBlockComponent(VisionComponent):
     def numpy_outputs(self, case):
         return {"y": nv.block(case.tensors, 0, case.tensors["x"], grids_of(case.sizes)[0], self.own_config())}
 
+    graph_file = "vision_block_tiny.json"
+
+    def graph_outputs(self, case, device):
+        """`BlockGraph.model` (one clip of 2 frames of 6 × 4): the pair components of the query and
+        key (channel `2p + j`) as separate parameters, RoPE tables from `numpy_vision`."""
+        cfg = self.own_config()
+        (t, h, w), = grids_of(case.sizes)
+        p = {k.removeprefix("vision.blocks.0."): t64(v) for k, v in case.tensors.items()}
+        A, K = cfg["heads"], cfg["head_dim"]
+        qp, kp = (p[n].reshape(-1, A, K // 2, 2).permute(3, 1, 0, 2) for n in ("attn.query", "attn.key"))
+        angles = t64(np.tile(nv.rope_angles(h, w, cfg), (t, 1)))
+        out = compiled(self.graph_file, F64, device)(
+            {"norm0": p["norm0.scale"], "query0": qp[0], "query1": qp[1], "key0": kp[0], "key1": kp[1],
+             "value": p["attn.value"].permute(1, 0, 2), "output": p["attn.output"], "norm1": p["norm1.scale"],
+             "fc0": p["mlp.fc0"], "fc1": p["mlp.fc1"]},
+            {"x": p["x"], "cos": angles.cos(), "sin": angles.sin()})
+        return {"y": to_np(out["y"])}
+
     def torch_outputs(self, case, dtype, device):
         x = t64(case.tensors["x"]).to(device=device, dtype=compute(dtype))
         return {"torch": {"y": to_np(torch_block(case.tensors, 0, x, grids_of(case.sizes), dtype, device))}}
@@ -291,6 +309,18 @@ class MergeProjectComponent(VisionComponent):
 
     def numpy_outputs(self, case):
         return {"features": nv.merge_project(case.tensors, case.tensors["y"], grids_of(case.sizes), self.own_config())}
+
+    graph_file = "vision_merge_head_tiny.json"
+
+    def graph_outputs(self, case, device):
+        """`MergeGraph.headModel`, the erf GELU (`numpy_vision.gelu_erf`: the graph format has no
+        erf), `MergeGraph.tailModel` (one clip of 2 frames of 6 × 4)."""
+        p = case.tensors
+        hidden = compiled(self.graph_file, F64, device)({"first": t64(p["projector.first"])}, {"features": t64(p["y"])})
+        out = compiled("vision_merge_tail_tiny.json", F64, device)(
+            {"second": t64(p["projector.second"]), "norm": t64(p["projector.post_norm.scale"])},
+            {"activated": t64(nv.gelu_erf(to_np(hidden["hidden"])))})
+        return {"features": to_np(out["tokens"])}
 
     def torch_outputs(self, case, dtype, device):
         return {"torch": {"features": to_np(self.torch_features(case, dtype, device))}}

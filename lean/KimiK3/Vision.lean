@@ -6,6 +6,10 @@ public import KimiK3.Vision.Block
 public import KimiK3.Vision.Merge
 public import KimiK3.Vision.Splice
 public import KimiK3.Vision.EmbedGraph
+public import KimiK3.Vision.MergeGraph
+public import KimiK3.Vision.BlockGraph
+public import KimiK3.Vision.BlockGraphEval
+public import KimiK3.Vision.EncoderGraph
 
 /-!
 # MoonViT-V2 (k3-spec §2.9, §7)
