@@ -1,6 +1,7 @@
 module
 
 public import KimiK3.KimiLinear.DecayGate
+public import KimiK3.KimiLinear.Recurrence
 
 /-!
 # The Kimi Linear variant (k3-spec §7, "Kimi Linear in transformers 5.23")
