@@ -2,6 +2,8 @@ module
 
 public import KimiK3.KimiLinear.DecayGate
 public import KimiK3.KimiLinear.Recurrence
+public import KimiK3.KimiLinear.Layer
+public import KimiK3.KimiLinear.LayerFacts
 
 /-!
 # The Kimi Linear variant (k3-spec §7, "Kimi Linear in transformers 5.23")
