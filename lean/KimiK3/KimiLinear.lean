@@ -4,6 +4,8 @@ public import KimiK3.KimiLinear.DecayGate
 public import KimiK3.KimiLinear.Recurrence
 public import KimiK3.KimiLinear.Layer
 public import KimiK3.KimiLinear.LayerFacts
+public import KimiK3.KimiLinear.MLA
+public import KimiK3.KimiLinear.MoE
 
 /-!
 # The Kimi Linear variant (k3-spec §7, "Kimi Linear in transformers 5.23")
