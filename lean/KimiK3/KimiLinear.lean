@@ -6,6 +6,7 @@ public import KimiK3.KimiLinear.Layer
 public import KimiK3.KimiLinear.LayerFacts
 public import KimiK3.KimiLinear.MLA
 public import KimiK3.KimiLinear.MoE
+public import KimiK3.KimiLinear.Examples
 
 /-!
 # The Kimi Linear variant (k3-spec §7, "Kimi Linear in transformers 5.23")
