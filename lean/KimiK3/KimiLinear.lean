@@ -8,6 +8,7 @@ public import KimiK3.KimiLinear.MLA
 public import KimiK3.KimiLinear.MoE
 public import KimiK3.KimiLinear.Examples
 public import KimiK3.KimiLinear.SwiGLUGraph
+public import KimiK3.KimiLinear.DecayGateGraph
 
 /-!
 # The Kimi Linear variant (k3-spec §7, "Kimi Linear in transformers 5.23")
