@@ -20,8 +20,11 @@ Proved: `gatedMLA_attendWith_eq` and `attendWith_eq` (K3's attention is the gate
 `gatedOutput` at `σ(x G)`, Kimi Linear's is the same combination at the gate `1`), `step_cache`
 (the same cache as K3's step), `forward_length`.
 
-Not covered: `q_lora_rank = None` (a direct query projection `q_proj`, the transformers default),
-which K3's `GatedMLA.queryLatent` cannot express.
+With `q_lora_rank = None` (the transformers default) the query is `q_proj x` with no latent and
+no norm; `stepDirect` covers it: the same attention (`attendOf`) fed the layer input itself as the
+query "latent" (`directQuery`, for dims with `queryLatentDim = modelDim`; `queryContentUp` and
+`querySharedUp` then hold `q_proj`'s content and shared columns, `queryDown`/`queryNormScale`
+are not read). `attendWith_eq_attendOf` ties the two query paths to one definition.
 -/
 
 @[expose] public section
@@ -107,6 +110,59 @@ theorem attend_gateWeight_irrelevant (p : GatedMLA.Params α d)
 theorem step_cache (p : GatedMLA.Params α d) (scoreScale : α) (cache : GatedMLA.Cache α d)
     (x : Tensor α [d.modelDim]) :
     (step p scoreScale cache x).1 = (GatedMLA.step p scoreScale cache x).1 := rfl
+
+/-- The per-head outputs from a given query latent `cq` (K3's `GatedMLA.headOutputsWith` with
+the query latent passed in): `o_h = Σ_j softmax-weights(score_h)[j] · c_kv[j] W_v[h]`. -/
+@[macro_inline] def headOutputsOf (wf : (n : Nat) → Tensor α [n] → Tensor α [n])
+    (p : GatedMLA.Params α d) (cq : Tensor α [d.queryLatentDim]) (scoreScale : α) (n : Nat)
+    (latent : Tensor α [n, d.kvLatentDim]) (shared : Tensor α [n, d.sharedKeyDim]) :
+    Tensor α [d.heads, d.valueDim] :=
+  fun h =>
+    let w := Seq.memoFn (wf n (GatedMLA.scores p cq scoreScale h n latent shared))
+    Seq.memoFn (fun c => Seq.sum n (fun j => w j * Seq.vecMatMul (latent j) (p.valueUp h) c))
+
+/-- Ungated attention from a given query latent `cq`, then `o_proj` (k3-spec §7). -/
+@[macro_inline] def attendOf (wf : (n : Nat) → Tensor α [n] → Tensor α [n])
+    (p : GatedMLA.Params α d) (cq : Tensor α [d.queryLatentDim]) (scoreScale : α) (n : Nat)
+    (latent : Tensor α [n, d.kvLatentDim]) (shared : Tensor α [n, d.sharedKeyDim]) :
+    Tensor α [d.modelDim] :=
+  let o := Seq.memo2 (headOutputsOf wf p cq scoreScale n latent shared)
+  fun f => Seq.sum d.heads (fun h => Seq.sum d.valueDim (fun c => o h c * p.outputWeight h c f))
+
+/-- The layer input read as the query latent when `queryLatentDim = modelDim`
+(`q_lora_rank = None`: transformers' `q_proj(hidden_states)`). -/
+@[macro_inline] def directQuery (hq : d.queryLatentDim = d.modelDim) (x : Tensor α [d.modelDim]) :
+    Tensor α [d.queryLatentDim] :=
+  fun i => x ⟨i.val, hq ▸ i.isLt⟩
+
+/-- **One causal Kimi Linear MLA step with a direct query** (`q_lora_rank = None`; k3-spec §7,
+transformers `KimiLinearAttention.forward` with `q_proj`): K3's cache entry, the query `x W_q`
+with no latent and no norm, ungated attention. -/
+@[macro_inline] def stepDirect (p : GatedMLA.Params α d) (hq : d.queryLatentDim = d.modelDim)
+    (scoreScale : α) (cache : GatedMLA.Cache α d) (x : Tensor α [d.modelDim]) :
+    GatedMLA.Cache α d × Tensor α [d.modelDim] :=
+  let cache' := Seq.listAppend cache [GatedMLA.entry p x]
+  let n := Seq.listLen cache'
+  (cache', attendOf (fun _ v => Seq.softmax v) p (directQuery hq x) scoreScale n
+    (GatedMLA.packLatent n cache') (GatedMLA.packShared n cache'))
+
+/-- The two query paths share one attention: the latent path is `attendOf` at K3's query
+latent `RMSNorm(x W_qd) ⊙ γ_q`. -/
+theorem attendWith_eq_attendOf (wf : (n : Nat) → Tensor α [n] → Tensor α [n])
+    (p : GatedMLA.Params α d) (x : Tensor α [d.modelDim]) (scoreScale : α) (n : Nat)
+    (latent : Tensor α [n, d.kvLatentDim]) (shared : Tensor α [n, d.sharedKeyDim]) :
+    attendWith wf p x scoreScale n latent shared =
+      attendOf wf p (GatedMLA.queryLatent p x) scoreScale n latent shared := by
+  simp only [attendWith, attendOf, GatedMLA.headOutputsWith, headOutputsOf, Seq.memo2_eq,
+    Seq.memoFn_eq]
+
+/-- The direct-query step keeps K3's cache, and never reads the query latent's weights. -/
+theorem stepDirect_cache (p : GatedMLA.Params α d) (hq : d.queryLatentDim = d.modelDim)
+    (scoreScale : α) (cache : GatedMLA.Cache α d) (x : Tensor α [d.modelDim])
+    (W : Tensor α [d.modelDim, d.queryLatentDim]) (γ : Tensor α [d.queryLatentDim]) :
+    (stepDirect p hq scoreScale cache x).1 = (GatedMLA.step p scoreScale cache x).1 ∧
+      stepDirect { p with queryDown := W, queryNormScale := γ } hq scoreScale cache x =
+        stepDirect p hq scoreScale cache x := ⟨rfl, rfl⟩
 
 /-- One output per token. -/
 theorem forward_length (p : GatedMLA.Params α d) (scoreScale : α)
