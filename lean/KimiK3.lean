@@ -30,6 +30,7 @@ public import KimiK3.Exec
 public import KimiK3.Microscaling
 public import KimiK3.Training
 public import KimiK3.Vision
+public import KimiK3.KimiLinear
 
 /-!
 # KimiK3
