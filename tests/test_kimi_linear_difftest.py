@@ -43,9 +43,8 @@ def test_cli_run_impl_kimi_linear_is_green_and_says_the_lean_leg_is_absent(tmp_p
     assert {c["component"] for c in f32} == set(VARIANT[:3]) and {c["ref"] for c in f32} == {"pybridge"}
     assert all(c["passed"] and c["err"] < 5e-6 and c["tol"] < 2e-5 for c in f32)  # measured: err <= 1.2e-6, tol 4e-6 to 1.2e-5
     assert not any(c["dtype"] == "bfloat16" and c["impl"] == "impl:kimi-linear" for c in doc["comparisons"])
-    own = [c for c in doc["comparisons"] if c["impl"] == "pybridge" and c["ref"] == "pybridge float64"]
-    assert {(c["component"], c["dtype"]) for c in own} == {(n, d) for n in VARIANT[:3] for d in ("float32", "bfloat16")}
-    assert all(c["passed"] for c in own)
+    # pybridge's own low-precision path has no independent reference here: not checked against itself
+    assert not any(c["impl"] == "pybridge" and c["dtype"] != "float64" for c in doc["comparisons"])
 
 
 def test_no_pybridge_keeps_the_variant_spec_leg_and_no_lean_still_names_the_absence():
