@@ -18,6 +18,7 @@ the same sources reads them back without a Lean run.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
@@ -54,6 +55,12 @@ class Entry:
     expr: str
     modules: tuple[str, ...]
     config: str
+    gzip: bool = False  # committed as `<name>.json.gz` (the paper-dimension graph: 13 MB of JSON)
+
+    @property
+    def file_name(self) -> str:
+        """The committed file's name under `fixtures/graphs/`."""
+        return f"{self.name}.json.gz" if self.gzip else f"{self.name}.json"
 
     def lean_string(self) -> str:
         """A Lean term of type `String`: the document."""
@@ -102,10 +109,12 @@ def load_manifest(root: Path) -> Manifest:
             raise ExportError(f"{where}: `modules` must be a non-empty list of module names")
         if not isinstance(raw.get("config"), str):
             raise ExportError(f"{where}: `config` (the configuration whose dimensions it uses) is missing")
-        unknown = set(raw) - {"name", "model", "json", "modules", "config"}
+        if not isinstance(raw.get("gzip", False), bool):
+            raise ExportError(f"{where}: `gzip` must be true or false")
+        unknown = set(raw) - {"name", "model", "json", "modules", "config", "gzip"}
         if unknown:
             raise ExportError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-        manifest.entries.append(Entry(name, kinds[0], raw[kinds[0]], tuple(modules), raw["config"]))
+        manifest.entries.append(Entry(name, kinds[0], raw[kinds[0]], tuple(modules), raw["config"], raw.get("gzip", False)))
     if not manifest.entries:
         raise ExportError(f"{path}: no [[graph]] entries")
     return manifest
@@ -218,14 +227,34 @@ def export(root: Path, only: tuple[str, ...] = (), progress=lambda s: None) -> d
     return {e.name: texts[e.name] for e in entries}
 
 
+def file_names(root: Path) -> dict[str, str]:
+    """Each manifest entry's committed file name under `fixtures/graphs/` (the manifest of `root`,
+    or of this checkout for a folder that holds only graph files)."""
+    source = root if (root / MANIFEST).is_file() else Path(__file__).resolve().parents[1]
+    return {e.name: e.file_name for e in load_manifest(source).entries}
+
+
+def committed_text(path: Path) -> str:
+    """A committed graph file's JSON text (`.json.gz`: decompressed)."""
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes()).decode("utf-8")
+    return path.read_text(encoding="utf-8")
+
+
 def write(root: Path, texts: dict[str, str]) -> list[Path]:
-    """Write `fixtures/graphs/<name>.json` for each document; return the paths."""
+    """Write `fixtures/graphs/<name>.json` (or `.json.gz`, as the manifest says) for each document;
+    return the paths. Compressed files carry no timestamp, so a fresh export is byte for byte the
+    committed one."""
     out = root / GRAPHS
     out.mkdir(parents=True, exist_ok=True)
+    names = file_names(root)
     paths = []
     for name, text in texts.items():
-        path = out / f"{name}.json"
-        path.write_text(text, encoding="utf-8")
+        path = out / names[name]
+        if path.suffix == ".gz":
+            path.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
+        else:
+            path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
 
@@ -234,14 +263,16 @@ def stale(root: Path, texts: dict[str, str], only: tuple[str, ...] = ()) -> list
     """One line per committed file that differs from `texts`, is missing, or (for a full check)
     is a graph file the manifest does not produce."""
     problems = []
+    names = file_names(root)
     for name, text in texts.items():
-        path = root / GRAPHS / f"{name}.json"
+        path = root / GRAPHS / names[name]
         if not path.is_file():
             problems.append(f"{path.relative_to(root)}: missing (run `k3spec export`)")
-        elif path.read_text(encoding="utf-8") != text:
+        elif committed_text(path) != text:
             problems.append(f"{path.relative_to(root)}: differs from a fresh export (run `k3spec export`)")
     if not only:
-        for path in sorted((root / GRAPHS).glob("*.json")):
-            if path.stem not in texts:
+        produced = {names[n] for n in texts}
+        for path in sorted([*(root / GRAPHS).glob("*.json"), *(root / GRAPHS).glob("*.json.gz")]):
+            if path.name not in produced:
                 problems.append(f"{path.relative_to(root)}: not produced by any entry of {MANIFEST}")
     return problems

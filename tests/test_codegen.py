@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gzip
 import json
 import shutil
 import struct
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 
 from codegen.bundle import EvaluationError, bundle, dependency_order, strip_header
 import codegen.export
-from codegen.export import ExportError, export, export_key, load_manifest, load_schema, render, stale, validate
+from codegen.export import ExportError, export, export_key, load_manifest, load_schema, render, stale, validate, write
 from k3spec.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,22 @@ def test_dependency_order_names_an_unknown_module() -> None:
 def test_manifest_produces_exactly_the_committed_graph_files() -> None:
     names = [e.name for e in load_manifest(ROOT).entries]
     assert len(names) == len(set(names))
-    assert set(names) == {p.stem for p in GRAPHS.glob("*.json")}
+    files = {e.file_name for e in load_manifest(ROOT).entries}
+    assert files == {p.name for p in [*GRAPHS.glob("*.json"), *GRAPHS.glob("*.json.gz")]}
+
+
+def test_gzip_entries_are_written_without_a_timestamp_and_checked_decompressed(tmp_path: Path) -> None:
+    """A `gzip = true` entry is committed as `<name>.json.gz`: written twice, byte-identical (no
+    mtime in the header); `stale` compares its decompressed text and names a changed file."""
+    root = _root_with_manifest(tmp_path, '[[graph]]\nname = "big"\njson = "s"\nmodules = ["M"]\nconfig = "x"\ngzip = true\n')
+    (path,) = write(root, {"big": '{"a": 1}\n'})
+    assert path.name == "big.json.gz"
+    first = path.read_bytes()
+    write(root, {"big": '{"a": 1}\n'})
+    assert path.read_bytes() == first and gzip.decompress(first) == b'{"a": 1}\n'
+    assert stale(root, {"big": '{"a": 1}\n'}) == []
+    assert stale(root, {"big": '{"a": 2}\n'}) == [
+        "fixtures/graphs/big.json.gz: differs from a fresh export (run `k3spec export`)"]
 
 
 def _root_with_manifest(tmp_path: Path, text: str) -> Path:
@@ -65,6 +81,7 @@ def _root_with_manifest(tmp_path: Path, text: str) -> Path:
         ('[[graph]]\nname = "a"\nmodel = "m"\nconfig = "x"\n', "`modules` must be a non-empty list"),
         ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\n', "`config`"),
         ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\nconfig = "x"\nshape = 1\n', "unknown field"),
+        ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\nconfig = "x"\ngzip = "yes"\n', "`gzip` must be true or false"),
         ('[[graph]]\nname = "a"\nmodel = "m"\nmodules = ["M"]\nconfig = "x"\n' * 2, "defined twice"),
         ("graph = 3\n[x\n", "exports.toml"),
     ],

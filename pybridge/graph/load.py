@@ -8,6 +8,7 @@ exactly from `float64_bits`. Every failure is a `GraphError` naming the file and
 or node (id and op) at fault.
 """
 
+import gzip
 import json
 import struct
 from collections import Counter
@@ -71,10 +72,11 @@ def binding_keys(values: tuple[Value, ...]) -> list[str]:
 def load_graph(path: str | Path) -> Graph:
     source = str(path)
     try:
-        with open(path, "rb") as f:
+        # `.json.gz`: a gzip-compressed graph (the paper-dimension export, fixtures/graphs)
+        with (gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")) as f:
             data = f.read(_MAX_BYTES + 1)
-    except OSError as err:
-        raise GraphError(f"{source}: cannot read graph file: {err.strerror or err}") from None
+    except (OSError, EOFError) as err:
+        raise GraphError(f"{source}: cannot read graph file: {getattr(err, 'strerror', None) or err}") from None
     if len(data) > _MAX_BYTES:
         raise GraphError(f"{source}: graph file larger than {_MAX_BYTES} bytes")
     try:

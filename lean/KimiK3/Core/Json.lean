@@ -80,11 +80,14 @@ def opInfo : {ins : List Shape} → {out : Shape} → PrimOp Float ins out → S
   | _, _, .rmsNormLast eps _ _ => ("rmsNormLast", "{\"eps\": " ++ float eps ++ "}")
   | _, _, .l2NormLast eps _ _ => ("l2NormLast", "{\"eps\": " ++ float eps ++ "}")
 
+/-- The `i`-th id of a list (0 past its end). -/
+def idAt : Nat → List Nat → Nat
+  | 0, i :: _ => i
+  | n + 1, _ :: ids => idAt n ids
+  | _, [] => 0
+
 /-- The id bound to a variable, given the ids of the context entries. -/
-def varId : {Γ : List Shape} → {s : Shape} → Var Γ s → List Nat → Nat
-  | _, _, .here, i :: _ => i
-  | _, _, .there v, _ :: is => varId v is
-  | _, _, _, [] => 0
+def varId {Γ : List Shape} {s : Shape} (v : Var Γ s) (ids : List Nat) : Nat := idAt v.idx ids
 
 /-- Serialization state: the next free id and the nodes emitted so far. -/
 structure State where

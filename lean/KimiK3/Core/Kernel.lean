@@ -401,17 +401,44 @@ inductive Env (α : Type) : List Shape → Type where
   /-- A tensor of shape `s` in front of an environment. -/
   | cons {s : Shape} {Γ : List Shape} : Tensor α s → Env α Γ → Env α (s :: Γ)
 
-/-- A typed position in a context: `Var Γ s` points at an entry of shape `s`. -/
-inductive Var : List Shape → Shape → Type where
-  /-- The first entry. -/
-  | here {Γ : List Shape} {s : Shape} : Var (s :: Γ) s
-  /-- An entry of the tail. -/
-  | there {Γ : List Shape} {s t : Shape} : Var Γ s → Var (t :: Γ) s
+/-- The shape at position `i` of a context, counted from the front (`none` past its end). -/
+def Shape.entryAt : List Shape → Nat → Option Shape
+  | [], _ => none
+  | s :: _, 0 => some s
+  | _ :: Γ, i + 1 => entryAt Γ i
+
+/-- A typed position in a context: `Var Γ s` points at an entry of shape `s`, by its index
+counted from the front (a de Bruijn index) and a proof that the entry there has shape `s`.
+At run time it is the index alone (the proof is erased and a one-field structure is unboxed),
+so a variable deep in a large context allocates nothing; a chain of constructors `there (there
+…)` would allocate one object per level, which put the paper-dimension decoder graph's ~9 600
+parameter variables alone at about 46 M objects (`Graph/README.md`). `Var.here` and `Var.there`
+build variables as the constructors did. -/
+structure Var (Γ : List Shape) (s : Shape) where
+  /-- The position, counted from the front. -/
+  idx : Nat
+  /-- The entry at `idx` has shape `s`. -/
+  valid : Shape.entryAt Γ idx = some s
+
+/-- The first entry. (`@[macro_inline]`, as both builders: compiled code in other modules cannot
+call them otherwise, `Core/README.md`, "Toolchain constraints".) -/
+@[macro_inline] def Var.here {Γ : List Shape} {s : Shape} : Var (s :: Γ) s := ⟨0, rfl⟩
+
+/-- An entry of the tail. -/
+@[macro_inline] def Var.there {Γ : List Shape} {s t : Shape} (v : Var Γ s) : Var (t :: Γ) s := ⟨v.idx + 1, v.valid⟩
+
+/-- No variable points into the empty context. -/
+theorem Var.not_nil {s : Shape} (i : Nat) (h : Shape.entryAt [] i = some s) : False := nomatch h
+
+/-- The entry at index 0 of `t :: Γ` has shape `s` only if `t = s`. -/
+theorem Var.head_eq {Γ : List Shape} {s t : Shape} (h : Shape.entryAt (t :: Γ) 0 = some s) : t = s :=
+  Option.some.inj h
 
 /-- The tensor a variable points at. -/
 def Env.get {α : Type} : {Γ : List Shape} → {s : Shape} → Env α Γ → Var Γ s → Tensor α s
-  | _, _, .cons x _, .here => x
-  | _, _, .cons _ e, .there v => e.get v
+  | _, _, .cons x _, ⟨0, h⟩ => Var.head_eq h ▸ x
+  | _, _, .cons _ e, ⟨i + 1, h⟩ => e.get ⟨i, h⟩
+  | _, _, .nil, ⟨i, h⟩ => (Var.not_nil i h).elim
 
 /-- The first tensor of a nonempty environment. -/
 def Env.head {α : Type} {s : Shape} {Γ : List Shape} : Env α (s :: Γ) → Tensor α s

@@ -28,9 +28,9 @@ theorem Renaming.Respects.lift {α : Type} {Γ Δ : List Shape} {t : Shape} {ρ 
     {env' : Env α Δ} (h : Renaming.Respects ρ env env') (x : Tensor α t) :
     Renaming.Respects (Renaming.lift (t := t) ρ) (.cons x env) (.cons x env') := by
   intro s v
-  cases v with
-  | here => rfl
-  | there v => exact h v
+  match v with
+  | ⟨0, _⟩ => rfl
+  | ⟨i + 1, hv⟩ => exact h ⟨i, hv⟩
 
 section RenameEval
 
@@ -98,8 +98,9 @@ theorem eval_map {ρ : Renaming Γ Δ} {env : Env α Γ} {env' : Env α Δ}
 
 theorem get_toRenaming (env : Env α Γ) : {ss : List Shape} → (vs : VarList Γ ss) → {s : Shape} →
     (w : Var ss s) → env.get (vs.toRenaming w) = (vs.eval env).get w
-  | _, .cons _ _, _, .here => rfl
-  | _, .cons _ vs, _, .there w => get_toRenaming env vs w
+  | _, .cons _ _, _, ⟨0, h⟩ => by obtain rfl := Var.head_eq h; rfl
+  | _, .cons _ vs, _, ⟨i + 1, h⟩ => get_toRenaming env vs ⟨i, h⟩
+  | _, .nil, _, ⟨i, h⟩ => (Var.not_nil i h).elim
 
 /-- Renaming by a variable list respects the list's values. -/
 theorem respects_toRenaming [Scalar α] (env : Env α Γ) {ss : List Shape} (vs : VarList Γ ss) :

@@ -69,8 +69,8 @@ abbrev Renaming (Γ Δ : List Shape) := ∀ {s : Shape}, Var Γ s → Var Δ s
 /-- A renaming extended under one binding (the bound variable to itself). -/
 def Renaming.lift {Γ Δ : List Shape} {t : Shape} (ρ : Renaming Γ Δ) : Renaming (t :: Γ) (t :: Δ) :=
   fun v => match v with
-    | .here => .here
-    | .there v => .there (ρ v)
+    | ⟨0, h⟩ => ⟨0, h⟩
+    | ⟨i + 1, h⟩ => .there (ρ ⟨i, h⟩)
 
 mutual
 
@@ -128,8 +128,9 @@ def toArgs {α : Type} : {ss : List Shape} → VarList Γ ss → Args α Γ ss
 
 /-- The renaming that reads the `i`-th entry of `ss` as the `i`-th variable of the list. -/
 def toRenaming : {ss : List Shape} → VarList Γ ss → Renaming ss Γ
-  | _, .cons v _, _, .here => v
-  | _, .cons _ vs, _, .there w => toRenaming vs w
+  | _, .cons v _, _, ⟨0, h⟩ => Var.head_eq h ▸ v
+  | _, .cons _ vs, _, ⟨i + 1, h⟩ => toRenaming vs ⟨i, h⟩
+  | _, .nil, _, ⟨i, h⟩ => (Var.not_nil i h).elim
 
 /-- Two lists one after the other. -/
 def append : {ss tt : List Shape} → VarList Γ ss → VarList Γ tt → VarList Γ (Shape.appendList ss tt)

@@ -26,11 +26,16 @@ generic callers in other modules must be `@[macro_inline]`.
 
 namespace KimiK3
 
-/-- A variable of `Γ` as a variable of `Γ ++ Δ` (entries appended at the far end). -/
-def Var.weakenEnd (Δ : List Shape) : {Γ : List Shape} → {s : Shape} → Var Γ s →
-    Var (Shape.appendList Γ Δ) s
-  | _, _, .here => .here
-  | _, _, .there v => .there (Var.weakenEnd Δ v)
+/-- Appending entries at the far end keeps every entry's position. -/
+theorem Shape.entryAt_appendList : (Γ Δ : List Shape) → (i : Nat) → {s : Shape} →
+    Shape.entryAt Γ i = some s → Shape.entryAt (Shape.appendList Γ Δ) i = some s
+  | [], _, i, _, h => (Var.not_nil i h).elim
+  | _ :: _, _, 0, _, h => h
+  | _ :: Γ, Δ, i + 1, _, h => Shape.entryAt_appendList Γ Δ i h
+
+/-- A variable of `Γ` as a variable of `Γ ++ Δ` (entries appended at the far end): the same index. -/
+def Var.weakenEnd (Δ : List Shape) {Γ : List Shape} {s : Shape} (v : Var Γ s) : Var (Shape.appendList Γ Δ) s :=
+  ⟨v.idx, Shape.entryAt_appendList Γ Δ v.idx v.valid⟩
 
 mutual
 
@@ -106,10 +111,11 @@ theorem Program.toModel_specFwd (p : Program α) (params : Env α p.params.shape
 
 omit [Scalar α] in
 theorem Env.get_weakenEnd {Γ Δ : List Shape} {s : Shape} (e : Env α Γ) (e' : Env α Δ) (v : Var Γ s) :
-    (e.append e').get (v.weakenEnd Δ) = e.get v := by
-  induction v with
-  | here => cases e; rfl
-  | there v ih => cases e with | cons x e => exact ih e
+    (e.append e').get (v.weakenEnd Δ) = e.get v :=
+  match Γ, e, v with
+  | _ :: _, .cons _ _, ⟨0, h⟩ => by obtain rfl := Var.head_eq h; rfl
+  | _ :: _, .cons _ e, ⟨i + 1, h⟩ => Env.get_weakenEnd e e' ⟨i, h⟩
+  | [], _, ⟨i, h⟩ => (Var.not_nil i h).elim
 
 mutual
 
