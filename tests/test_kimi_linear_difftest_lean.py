@@ -1,6 +1,6 @@
 """The Kimi Linear variant's Lean legs (`Exec.KimiLinear` in a bundle, templates
 `difftest/templates/kimi_linear_{kda,mla,moe}.lean.j2`): one Lean process, fresh cache, for the KDA
-layer, MLA (the direct-query path and the low-rank query) and the MoE block. The run is green
+layer (its `long` kind included), MLA (the direct-query path and the low-rank query) and the MoE block. The run is green
 against pybridge's variant, its second path and transformers' own layers (`--impl kimi-linear`);
 a second run takes the Lean results from the cache and, with pybridge's decay gate planted without
 `dt_bias` (both pybridge paths share it, so they still agree with each other), fails exactly the
@@ -19,7 +19,8 @@ LAYERS = ["kimi_linear_kda", "kimi_linear_mla", "kimi_linear_moe"]
 
 
 def run(**kw) -> runner.RunResult:
-    # cases 0, 2: kinds random and, for MLA, q_lora (the low-rank query); KDA's `long` and the `large` cases stay out
+    # three cases each: KDA random, large, long (T = 40); MLA random, large (both q_proj), q_lora (the low-rank
+    # query); MoE random, large, random
     return runner.run(LAYERS, cases=3, seed=0, dtypes=["float64"], shrink=False, lean_cases=3, lean_all=True, **kw)
 
 
@@ -33,8 +34,8 @@ def test_kimi_linear_lean_legs_agree_and_catch_planted_pybridge_bugs(tmp_path, m
         (name, ref) for name in LAYERS for ref in ("pybridge", "pybridge decode" if name != "kimi_linear_moe"
                                                     else "pybridge per token", "impl:kimi-linear")}
     assert {r.case.kind for r in good.results if r.case.component == "kimi_linear_mla"} == {"random", "large", "q_lora"}
-    # measured: normwise error <= 1e-14 (tol64 ~1e-12): far inside, and far below a real bug
-    assert all(c.passed and c.err < 1e-13 for c in lean_rows)
+    # measured: normwise error <= 5.7e-15 (tol64 1.2e-13 to 1.0e-12): far inside, and far below a real bug
+    assert all(c.passed and c.err < 2e-14 for c in lean_rows)
 
     from pybridge import kimi_linear
 

@@ -312,6 +312,7 @@ class KimiLinearMoEComponent(KimiLinearComponent):
 
 class KimiLinearModelComponent(KimiLinearComponent):
     name = "kimi_linear_model"
+    lean_default = False
     lean_why_not = LEAN_WHY_NOT
     summary = "the whole tiny Kimi Linear model (3 KDA + 1 MLA layer, dense + MoE): prefill logits (pybridge variant)"
     kinds = {"random": "random token ids, the seeded tiny model"}
