@@ -161,13 +161,12 @@ class KimiLinearComponent(Component):
 
 class KimiLinearKDAComponent(KimiLinearComponent):
     name = "kimi_linear_kda"
+    template = "kimi_linear_kda"
     summary = "Kimi Linear KDA layer: softplus decay gate, low-rank output gate, K^-1/2 query scale (pybridge variant)"
     kinds = {**KimiLinearComponent.kinds, "long": "T = 40 (several of pybridge's 16-token chunks)"}
 
     def sizes_for_kind(self, kind, thorough=False):
         return dict(self.default_sizes, T=40) if kind == "long" else dict(self.default_sizes)
-
-    template = "kimi_linear_kda"
 
     def module(self, sizes):
         from pybridge.kimi_linear import KimiLinearKDA
@@ -211,13 +210,12 @@ class KimiLinearKDAComponent(KimiLinearComponent):
 
 class KimiLinearMLAComponent(KimiLinearComponent):
     name = "kimi_linear_mla"
+    template = "kimi_linear_mla"
     summary = "Kimi Linear MLA (NoPE) without an output gate; q_proj or the low-rank query (pybridge variant)"
     kinds = {**KimiLinearComponent.kinds, "q_lora": "the low-rank query path (q_lora_rank 5)"}
 
     def sizes_for_kind(self, kind, thorough=False):
         return dict(self.default_sizes, Lq=5) if kind == "q_lora" else dict(self.default_sizes)
-
-    template = "kimi_linear_mla"
 
     def module(self, sizes):
         from pybridge.kimi_linear import KimiLinearMLA
@@ -241,12 +239,14 @@ class KimiLinearMLAComponent(KimiLinearComponent):
         spec = {
             "kv_down": kv_a[:Lkv].T, "kv_norm_scale": t["kv_a_layernorm.weight"], "shared_key_down": kv_a[Lkv:].T,
             "query_content_up": q_up[:, :, :C], "query_shared_up": q_up[:, :, C:],
-            "key_up": kv_up[:, :, :C], "value_up": kv_up[:, :, C:], "output_weight": t["o_proj.weight"].T.reshape(H, V, D),
+            "key_up": kv_up[:, :, :C], "value_up": kv_up[:, :, C:],
+            "output_weight": t["o_proj.weight"].T.reshape(H, V, D),
             "xs": t["xs"][0],
         }
         if Lq:
             spec |= {"query_down": t["q_a_proj.weight"].T, "query_norm_scale": t["q_a_layernorm.weight"]}
-        sizes = {"D": D, "H": H, "Lq": L, "Lkv": Lkv, "C": C, "R": R, "V": V, "T": case.sizes["T"], "direct": int(not Lq)}
+        sizes = {"D": D, "H": H, "Lq": L, "Lkv": Lkv, "C": C, "R": R, "V": V, "T": case.sizes["T"],
+                 "direct": int(not Lq)}
         return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
 
     def error_model(self, sizes):
@@ -260,10 +260,9 @@ class KimiLinearMLAComponent(KimiLinearComponent):
 
 class KimiLinearMoEComponent(KimiLinearComponent):
     name = "kimi_linear_moe"
+    template = "kimi_linear_moe"
     summary = "Kimi Linear MoE: sigmoid router, selection bias, routed scaling, SwiGLU experts, shared expert (pybridge variant)"
     inputs = ("x",)
-
-    template = "kimi_linear_moe"
 
     def module(self, sizes):
         from pybridge.kimi_linear import RoutedScalingMoE
