@@ -281,7 +281,8 @@ def run(components: list[str], cases: int | None = None, seed: int = 0,
     record = {"cached": 0, "ran": 0, "seconds": 0.0, "used": use_lean}
     status = [NO_LEAN if lean_cases != 0 else "--lean-cases 0"] * len(items)
     # a variant without any Lean leg says so even without Lean (not "--no-lean")
-    status = [comp.lean_why_not if getattr(comp, "spec_is_pybridge", False) else st for (comp, _), st in zip(items, status)]
+    status = [comp.lean_why_not if getattr(comp, "spec_is_pybridge", False) and comp.lean_why_not else st
+              for (comp, _), st in zip(items, status)]
     if use_lean:
         plan = lean_plan(items, lean_cases, lean_all)
         chosen = _chosen(items, plan)

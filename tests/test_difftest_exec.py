@@ -12,7 +12,8 @@ import pytest
 from difftest import lean, runner
 from difftest.components import COMPONENTS
 
-EXEC_COMPONENTS = ("expert", "latent_moe", "kda_recurrence", "kda_layer", "mla", "attnres")
+EXEC_COMPONENTS = ("expert", "latent_moe", "kda_recurrence", "kda_layer", "mla", "attnres", "kimi_linear_kda",
+                   "kimi_linear_mla", "kimi_linear_moe")
 
 
 def test_default_run_evaluates_every_component_in_lean_through_exec() -> None:

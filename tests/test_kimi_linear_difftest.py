@@ -1,6 +1,7 @@
 """`difftest run --impl kimi-linear`: transformers 5.23's Kimi Linear KDA layer, MLA attention, MoE
-block and whole tiny model against the Kimi Linear variant (pybridge's, the spec leg; no Lean leg
-yet, and the summary says so). A planted bug in a copy of transformers' layer is caught, shrunk,
+block and whole tiny model against the Kimi Linear variant (pybridge's, the spec leg; here without
+the layers' Lean leg, `--no-lean`: tests/test_kimi_linear_difftest_lean.py runs it; the whole model
+has none, and the summary says so). A planted bug in a copy of transformers' layer is caught, shrunk,
 and its reproducer replays (`tests/kimi_linear_planted.py`)."""
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ def planted_importable(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "tests"))
 
 
-def test_cli_run_impl_kimi_linear_is_green_and_says_the_lean_leg_is_absent(tmp_path):
-    out = CliRunner().invoke(main, ["run", "--impl", "kimi-linear", "--report", str(tmp_path)])
+def test_cli_run_impl_kimi_linear_is_green_and_says_why_the_model_has_no_lean_leg(tmp_path):
+    out = CliRunner().invoke(main, ["run", "--impl", "kimi-linear", "--no-lean", "--report", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert "difftest PASSED: 9 case(s)" in out.output and "no Lean leg for the Kimi Linear variant" in out.output
+    assert "difftest PASSED: 9 case(s)" in out.output and "no Lean leg for the whole Kimi Linear model" in out.output
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert set(doc["adapters"]["impl:kimi-linear"]) == set(VARIANT)
     for name in VARIANT:
         comp = doc["components"][name]
         assert comp["failed_cases"] == 0 and "impl:kimi-linear" in comp["implementations"] and "pybridge" in comp["implementations"]
-        assert comp["lean"]["evaluated"] == 0 and set(comp["lean"]["skipped"]) == {LEAN_WHY_NOT}
+        why = LEAN_WHY_NOT if name == "kimi_linear_model" else runner.NO_LEAN
+        assert comp["lean"]["evaluated"] == 0 and set(comp["lean"]["skipped"]) == {why}
         assert comp["worst_ratio"]["float64"] < 0.1  # well inside tol64, which is ~1e-12 here
     mine = [c for c in doc["comparisons"] if c["impl"] == "impl:kimi-linear" and c["dtype"] == "float64"]
     assert {c["component"] for c in mine if c["ref"] == "pybridge"} == set(VARIANT)
@@ -47,13 +49,15 @@ def test_cli_run_impl_kimi_linear_is_green_and_says_the_lean_leg_is_absent(tmp_p
     assert not any(c["impl"] == "pybridge" and c["dtype"] != "float64" for c in doc["comparisons"])
 
 
-def test_no_pybridge_keeps_the_variant_spec_leg_and_no_lean_still_names_the_absence():
+def test_no_pybridge_keeps_the_variant_spec_leg_and_no_lean_says_so():
     result = runner.run(["kimi_linear_mla"], 1, 0, ["float64"], "cpu", use_lean=False, adapters=(load("kimi-linear"),),
                         pybridge=False, shrink=False)
     assert result.passed
     pairs = {(c.impl, c.ref) for r in result.results for c in r.comparisons}
     assert ("impl:kimi-linear", "pybridge") in pairs
-    assert result.lean_record["components"]["kimi_linear_mla"]["skipped"] == {LEAN_WHY_NOT: 1}
+    assert result.lean_record["components"]["kimi_linear_mla"]["skipped"] == {runner.NO_LEAN: 1}
+    model = runner.run(["kimi_linear_model"], 1, 0, ["float64"], "cpu", use_lean=False, shrink=False)
+    assert model.lean_record["components"]["kimi_linear_model"]["skipped"] == {LEAN_WHY_NOT: 1}
 
 
 def test_list_impl_shows_the_variant_components_and_k3_not_covered():
@@ -66,7 +70,7 @@ def test_list_impl_shows_the_variant_components_and_k3_not_covered():
     assert "mla             not covered: Kimi Linear's MLA has no output gate" in out.output
     assert "checked as the Kimi Linear variant" in out.output
     listing = CliRunner().invoke(main, ["list"]).output
-    assert "kimi_linear_kda" in listing and "pybridge variant (the spec leg; no Lean or NumPy leg yet)" in listing
+    assert "kimi_linear_kda" in listing and "pybridge variant (the spec leg), lean (Exec.KimiLinear)" in listing
 
 
 def test_conforms_passes_and_a_planted_shifted_conv_fails_with_a_replayable_reproducer(tmp_path):

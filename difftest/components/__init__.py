@@ -8,8 +8,9 @@ its pybridge module, its NumPy reference and, when an export exists, its graph f
 template calls the executable specification (`KimiK3.Exec`, seconds per case offline:
 `base.ExecComponent`; the sequence mixers, `sequence.SequenceMixer`, and `decoder_step`, the
 whole decoder token step, leave their `long` kind out); `--lean-all` evaluates every case.
-The Kimi Linear variant's components (`kimi_linear.py`) have pybridge's variant as their spec leg
-and no Lean leg yet.
+The Kimi Linear variant's components (`kimi_linear.py`) have pybridge's variant as their spec leg;
+its three layers have a Lean leg through the executable specification (`Exec.KimiLinear`, in the
+default run), the whole model none.
 """
 
 from __future__ import annotations

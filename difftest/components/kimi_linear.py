@@ -3,11 +3,15 @@
 
 The spec leg is pybridge's variant (`torch_outputs`, kept with `--no-pybridge` too:
 `spec_is_pybridge`), built from a hub-form `config.json` (`hub_config`) through pybridge's config
-reader. There is no Lean leg: the Lean reference definitions of the variant have no difftest
-template yet, and the summary's Lean counts say so for every case (`lean_why_not`); there is no
-NumPy leg either. So an adapter (`--impl kimi-linear`, transformers' own layers) is compared with
-pybridge's variant only: at float64, and at float32 on the case rounded to float32 against
-pybridge's variant in float64 on the same rounded values (`adapters.legs.lowp_checks`; the
+reader. The three layers have a Lean leg: the executable specification `Exec.KimiLinear`
+(templates `kimi_linear_{kda,mla,moe}.lean.j2`; `Exec.KimiLinear.layerForward_eq`,
+`MLA.forward_eq`/`forwardDirect_eq`, `MoE.forwardAuto_eq`: equal to the reference definitions of
+`KimiK3.KimiLinear`) on row 0 of the case, its weights moved from the hub's `[out, in]` layout to the
+spec's `[in, out]` one (`lean_case`) and its configuration read from the hub config here
+(`lean_config`); the whole model has none (`lean_why_not`: the Lean variant has no decoder layer).
+There is no NumPy leg. An adapter (`--impl kimi-linear`, transformers' own layers) is compared with
+pybridge's variant and the Lean leg: at float64, and at float32 on the case rounded to float32
+against pybridge's variant in float64 on the same rounded values (`adapters.legs.lowp_checks`; the
 whole model at float64 only, `legs.FLOAT64_ONLY`). pybridge's own float32/bfloat16 path is not
 checked (`lowp_checks`): its only float64 reference would be pybridge itself.
 
@@ -20,6 +24,7 @@ softplus gate's z > 20 branch, saturated sigmoids) and, for KDA, `long` (T = 40)
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import numpy as np
@@ -42,8 +47,11 @@ TINY = {
                            "kda_layers": [1, 2, 4], "full_attn_layers": [3]},
 }
 KDA_LAYER, MLA_LAYER, MOE_LAYER = 0, 2, 1
-LEAN_WHY_NOT = ("no template: no Lean leg for the Kimi Linear variant yet (Lean reference definitions, no difftest "
-                "template; legs: pybridge's variant and the adapters)")
+LEAN_WHY_NOT = ("no template: no Lean leg for the whole Kimi Linear model (the Lean variant has its layers, no "
+                "decoder layer; legs: pybridge's variant and the adapters)")
+#: the constants transformers 5.23 hard-codes for the variant (k3-spec §7), read by the Lean leg:
+#: the L2-norm ε of q and k (`l2norm`, 1e-6) and the MLA latent RMSNorm ε (`KimiLinearAttention`, 1e-6)
+L2_EPS, LATENT_EPS = 1e-6, 1e-6
 
 
 def hub_config(sizes: dict[str, int] | None = None) -> dict:
@@ -70,10 +78,12 @@ def random_block(module: torch.nn.Module, seed: int) -> dict[str, np.ndarray]:
 
 
 class KimiLinearComponent(Component):
-    """Common parts: the spec leg is pybridge's variant; no Lean, no NumPy."""
+    """Common parts: the spec leg is pybridge's variant; the Lean leg (where `template` is set) runs
+    `Exec.KimiLinear` on row 0 of the case (`lean_case`); no NumPy."""
 
     spec_is_pybridge = True
-    lean_why_not = LEAN_WHY_NOT
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_default = True
     kinds = {"random": "unit-variance inputs and weights", "large": "inputs ×30 (softplus z > 20, saturated gates)"}
     default_sizes = {"B": 2, "T": 9, "Lq": 0}
     inputs = ("xs",)
@@ -83,7 +93,22 @@ class KimiLinearComponent(Component):
         return _config(sizes.get("Lq", 0))
 
     def references(self) -> list[str]:
-        return ["pybridge variant (the spec leg; no Lean or NumPy leg yet)"]
+        return ["pybridge variant (the spec leg)"] + (["lean (Exec.KimiLinear)"] if self.template else [])
+
+    def lean_config(self) -> dict:
+        """The Lean leg's configuration: the hub config's values (`hub_config`, not pybridge's reader)
+        and the constants transformers hard-codes (`L2_EPS`, `LATENT_EPS`); the query and score
+        scales are computed in Lean (`KimiLinear.defaultQueryScale`, `MLA.defaultScoreScale`)."""
+        d = hub_config()
+        return {"norm_eps": d["rms_norm_eps"], "l2_eps": L2_EPS, "latent_eps": LATENT_EPS,
+                "routed_scaling": d["routed_scaling_factor"]}
+
+    def lean_slice(self, case: Case, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Row 0 of the batch (the Lean leg runs one sequence)."""
+        return {"y": out["y"][0]}
+
+    def lean_output_shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
+        return {"y": (case.sizes["T"], case.sizes["D"])}
 
     def module(self, sizes: dict[str, int]) -> torch.nn.Module:
         raise NotImplementedError
@@ -136,6 +161,7 @@ class KimiLinearComponent(Component):
 
 class KimiLinearKDAComponent(KimiLinearComponent):
     name = "kimi_linear_kda"
+    template = "kimi_linear_kda"
     summary = "Kimi Linear KDA layer: softplus decay gate, low-rank output gate, K^-1/2 query scale (pybridge variant)"
     kinds = {**KimiLinearComponent.kinds, "long": "T = 40 (several of pybridge's 16-token chunks)"}
 
@@ -147,6 +173,34 @@ class KimiLinearKDAComponent(KimiLinearComponent):
 
         return KimiLinearKDA(self.config(sizes))
 
+    def lean_case(self, case):
+        """Row 0's tokens and the weights in the spec's layout (`KimiLinear.LayerParams`): projections
+        `[D, H, n]`, convolutions `[W, H, n]` (oldest tap first), `dt_bias [H, K]`, `A_log [H]`,
+        gate `[D, r]`, `[r, H, V]`, output `[H, V, D]`."""
+        t, la = case.tensors, TINY["linear_attn_config"]
+        H, K, W = la["num_heads"], la["head_dim"], la["short_conv_kernel_size"]
+        D, V, R = TINY["hidden_size"], la["head_dim"], t["f_a_proj.weight"].shape[0]
+        G = t["g_a_proj.weight"].shape[0]
+
+        def proj(name: str, n: int) -> np.ndarray:  # [H n, D] -> [D, H, n]
+            return t[name].T.reshape(D, H, n)
+
+        def conv(name: str, n: int) -> np.ndarray:  # [H n, 1, W] -> [W, H, n]
+            return t[name][:, 0, :].T.reshape(W, H, n)
+
+        spec = {
+            "query_proj": proj("q_proj.weight", K), "key_proj": proj("k_proj.weight", K),
+            "value_proj": proj("v_proj.weight", V), "query_conv": conv("q_conv1d.weight", K),
+            "key_conv": conv("k_conv1d.weight", K), "value_conv": conv("v_conv1d.weight", V),
+            "decay_down": t["f_a_proj.weight"].T, "decay_up": t["f_b_proj.weight"].T.reshape(R, H, K),
+            "decay_bias": t["dt_bias"].reshape(H, K), "decay_log_rate": t["A_log"].reshape(H),
+            "beta_proj": t["b_proj.weight"].T, "gate_down": t["g_a_proj.weight"].T,
+            "gate_up": t["g_b_proj.weight"].T.reshape(G, H, V), "out_norm_scale": t["o_norm.weight"],
+            "output_proj": t["o_proj.weight"].T.reshape(H, V, D), "xs": t["xs"][0],
+        }
+        sizes = {"D": D, "H": H, "K": K, "V": V, "W": W, "R": R, "G": G, "T": case.sizes["T"]}
+        return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
+
     def error_model(self, sizes):
         T, K, D = sizes["T"], sizes.get("K", TINY["linear_attn_config"]["head_dim"]), sizes.get("D", TINY["hidden_size"])
         # as kda_layer's: projection, conv, L2 norm, decay (softplus, exp), the recurrence over
@@ -156,6 +210,7 @@ class KimiLinearKDAComponent(KimiLinearComponent):
 
 class KimiLinearMLAComponent(KimiLinearComponent):
     name = "kimi_linear_mla"
+    template = "kimi_linear_mla"
     summary = "Kimi Linear MLA (NoPE) without an output gate; q_proj or the low-rank query (pybridge variant)"
     kinds = {**KimiLinearComponent.kinds, "q_lora": "the low-rank query path (q_lora_rank 5)"}
 
@@ -166,6 +221,33 @@ class KimiLinearMLAComponent(KimiLinearComponent):
         from pybridge.kimi_linear import KimiLinearMLA
 
         return KimiLinearMLA(self.config(sizes))
+
+    def lean_case(self, case):
+        """Row 0's tokens and the weights in the spec's layout (`GatedMLA.Params`, gate unread):
+        `kv_a_proj_with_mqa` split into `kv_down [D, Lkv]` and `shared_key_down [D, R]`, `kv_b_proj`
+        into `key_up [H, Lkv, C]` and `value_up [H, Lkv, V]`, the query's up projection (`q_proj`,
+        or `q_b_proj` after `q_a_proj`) into `query_content_up [H, L, C]` and `query_shared_up
+        [H, L, R]`, `o_proj` as `[H, V, D]`. `Lq = 0` (`q_proj`): the direct-query path, with the
+        query latent width `L = D` and no query-down weights (`sizes["direct"] = 1`)."""
+        t, Lq = case.tensors, case.sizes.get("Lq", 0)
+        D, H, Lkv = TINY["hidden_size"], TINY["num_attention_heads"], TINY["kv_lora_rank"]
+        C, R, V = TINY["qk_nope_head_dim"], TINY["qk_rope_head_dim"], TINY["v_head_dim"]
+        L = Lq or D
+        q_up = (t["q_b_proj.weight"] if Lq else t["q_proj.weight"]).T.reshape(L, H, C + R).transpose(1, 0, 2)
+        kv_up = t["kv_b_proj.weight"].T.reshape(Lkv, H, C + V).transpose(1, 0, 2)
+        kv_a = t["kv_a_proj_with_mqa.weight"]
+        spec = {
+            "kv_down": kv_a[:Lkv].T, "kv_norm_scale": t["kv_a_layernorm.weight"], "shared_key_down": kv_a[Lkv:].T,
+            "query_content_up": q_up[:, :, :C], "query_shared_up": q_up[:, :, C:],
+            "key_up": kv_up[:, :, :C], "value_up": kv_up[:, :, C:],
+            "output_weight": t["o_proj.weight"].T.reshape(H, V, D),
+            "xs": t["xs"][0],
+        }
+        if Lq:
+            spec |= {"query_down": t["q_a_proj.weight"].T, "query_norm_scale": t["q_a_layernorm.weight"]}
+        sizes = {"D": D, "H": H, "Lq": L, "Lkv": Lkv, "C": C, "R": R, "V": V, "T": case.sizes["T"],
+                 "direct": int(not Lq)}
+        return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
 
     def error_model(self, sizes):
         D, T, Lkv = sizes.get("D", TINY["hidden_size"]), sizes["T"], sizes.get("Lkv", TINY["kv_lora_rank"])
@@ -178,6 +260,7 @@ class KimiLinearMLAComponent(KimiLinearComponent):
 
 class KimiLinearMoEComponent(KimiLinearComponent):
     name = "kimi_linear_moe"
+    template = "kimi_linear_moe"
     summary = "Kimi Linear MoE: sigmoid router, selection bias, routed scaling, SwiGLU experts, shared expert (pybridge variant)"
     inputs = ("x",)
 
@@ -185,6 +268,31 @@ class KimiLinearMoEComponent(KimiLinearComponent):
         from pybridge.kimi_linear import RoutedScalingMoE
 
         return RoutedScalingMoE(self.config(sizes))
+
+    def lean_case(self, case):
+        """Every token, the weights in the spec's layout (`KimiLinear.MoE`): each expert's `w1`, `w3`,
+        `w2` as gate `[D, h]`, up `[D, h]`, down `[h, D]`, stacked over experts; the router `[D, E]`."""
+        t, E = case.tensors, TINY["num_experts"]
+
+        def stack(w: str) -> np.ndarray:
+            return np.stack([t[f"experts.{e}.{w}.weight"].T for e in range(E)])
+
+        spec = {
+            "shared_gate": t["shared_experts.gate_proj.weight"].T, "shared_up": t["shared_experts.up_proj.weight"].T,
+            "shared_down": t["shared_experts.down_proj.weight"].T, "router_weight": t["gate.weight"].T,
+            "router_bias": t["gate.e_score_correction_bias"], "expert_gate": stack("w1"), "expert_up": stack("w3"),
+            "expert_down": stack("w2"), "x": t["x"],
+        }
+        sizes = {"d": TINY["hidden_size"], "h": TINY["moe_intermediate_size"], "E": E,
+                 "hs": TINY["moe_intermediate_size"] * TINY["num_shared_experts"], "k": TINY["num_experts_per_token"],
+                 "N": t["x"].shape[0]}
+        return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
+
+    def lean_slice(self, case, out):
+        return out
+
+    def lean_output_shapes(self, case):
+        return {"y": (case.sizes["N"], case.sizes["d"])}
 
     second = "pybridge per token"
 
@@ -203,6 +311,8 @@ class KimiLinearMoEComponent(KimiLinearComponent):
 
 class KimiLinearModelComponent(KimiLinearComponent):
     name = "kimi_linear_model"
+    lean_default = False
+    lean_why_not = LEAN_WHY_NOT
     summary = "the whole tiny Kimi Linear model (3 KDA + 1 MLA layer, dense + MoE): prefill logits (pybridge variant)"
     kinds = {"random": "random token ids, the seeded tiny model"}
     default_sizes = {"B": 2, "T": 7, "Lq": 0}

@@ -10,6 +10,7 @@ public import KimiK3.Exec.Depth
 public import KimiK3.Exec.Model
 public import KimiK3.Exec.RatScalar
 public import KimiK3.Exec.RatExamples
+public import KimiK3.Exec.KimiLinear
 
 /-!
 # `KimiK3.Exec`: the executable specification

@@ -1028,6 +1028,271 @@ end LanguageModel
 
 end Model
 
+/-! ## Kimi Linear variant (k3-spec §7)
+
+Executable versions of the Kimi Linear variant's layers (`KimiLinear.layerForward`,
+`KimiLinear.MLA.forward` and its direct-query step, `KimiLinear.MoE.forwardAuto`). They reuse
+KDA's head step, window and convolution (`KDA.step`, `KDA.shiftWindow`, `KDA.projectConv`,
+`KDA.LayerState`), Gated MLA's entry, scores and caches, and the router and top-`k`; only what the
+variant changes is new: the softplus retention, the low-rank output gate, the ungated attention
+and the SwiGLU MoE. The dimensions are K3's `KDA.LayerDims` plus the gate rank as its own
+argument (Kimi Linear's `LayerDims` lives in a module this one does not import). Proofs:
+`KimiLinear.lean`. -/
+
+namespace KimiLinear
+
+section Layer
+
+variable [Scalar α]
+
+/-- Softplus `log(1 + e^z)` (k3-spec §7, as `KimiLinear.softplus`). -/
+def softplus (z : α) : α := Scalar.log (1 + Scalar.exp z)
+
+/-- The Kimi Linear retention `exp(−e^{A_log} softplus(z))` (k3-spec §7, as
+`KimiLinear.retention`). -/
+def retention (logRate logit : α) : α := Scalar.exp (-(Scalar.exp logRate * softplus logit))
+
+/-- The parameters of a Kimi Linear KDA layer, array-backed (as `KimiLinear.LayerParams`, same
+order), with the gate rank `r`. -/
+structure LayerParams (α : Type) (d : KimiK3.KDA.LayerDims) (r : Nat) where
+  /-- Query projection `[modelDim, heads, keyDim]` (`q_proj`). -/
+  queryProj : Arr α [d.modelDim, d.heads, d.keyDim]
+  /-- Key projection `[modelDim, heads, keyDim]` (`k_proj`). -/
+  keyProj : Arr α [d.modelDim, d.heads, d.keyDim]
+  /-- Value projection `[modelDim, heads, valueDim]` (`v_proj`). -/
+  valueProj : Arr α [d.modelDim, d.heads, d.valueDim]
+  /-- Query convolution `[convWidth, heads, keyDim]`, oldest tap first. -/
+  queryConv : Arr α [d.convWidth, d.heads, d.keyDim]
+  /-- Key convolution. -/
+  keyConv : Arr α [d.convWidth, d.heads, d.keyDim]
+  /-- Value convolution. -/
+  valueConv : Arr α [d.convWidth, d.heads, d.valueDim]
+  /-- Decay logit, down part `[modelDim, decayRank]` (`f_a_proj`). -/
+  decayDown : Arr α [d.modelDim, d.decayRank]
+  /-- Decay logit, up part `[decayRank, heads, keyDim]` (`f_b_proj`). -/
+  decayUp : Arr α [d.decayRank, d.heads, d.keyDim]
+  /-- Decay logit bias `[heads, keyDim]` (`dt_bias`). -/
+  decayBias : Arr α [d.heads, d.keyDim]
+  /-- The log decay rate `A_log`, one per head. -/
+  decayLogRate : Arr α [d.heads]
+  /-- Write-strength projection `[modelDim, heads]` (`b_proj`). -/
+  betaProj : Arr α [d.modelDim, d.heads]
+  /-- Output gate, down part `[modelDim, r]` (`g_a_proj`). -/
+  gateDown : Arr α [d.modelDim, r]
+  /-- Output gate, up part `[r, heads, valueDim]` (`g_b_proj`). -/
+  gateUp : Arr α [r, d.heads, d.valueDim]
+  /-- Gain of the per-head output RMSNorm (`o_norm.weight`). -/
+  outNormScale : Arr α [d.valueDim]
+  /-- Output projection `[heads, valueDim, modelDim]` (`o_proj`). -/
+  outputProj : Arr α [d.heads, d.valueDim, d.modelDim]
+  /-- The output RMSNorm ε. -/
+  normEps : α
+  /-- The query scale applied after the L2 norm. -/
+  queryScale : α
+
+variable {d : KimiK3.KDA.LayerDims} {r : Nat}
+
+/-- The projections of every head, computed once per token (as `KDA.prepareAll`). -/
+def prepareAll (p : LayerParams α d r) (window : Arr α [d.convWidth, d.modelDim]) (x : Arr α [d.modelDim]) :
+    KDA.Prepared α d :=
+  ⟨KDA.projectConv window p.queryProj p.queryConv, KDA.projectConv window p.keyProj p.keyConv,
+   KDA.projectConv window p.valueProj p.valueConv, Arr.vecMatMul x p.decayDown⟩
+
+/-- **The Kimi Linear KDA inputs of head `h`** (k3-spec §7, as `KimiLinear.prepare`): K3's
+`KDA.prepareHead` with the softplus retention. -/
+def prepareHead (p : LayerParams α d r) (l2Eps : α) (pre : KDA.Prepared α d) (x : Arr α [d.modelDim])
+    (h : Nat) : KDA.Input α d.keyDim d.valueDim :=
+  let qn := Arr.l2Normalize l2Eps (Arr.vec d.keyDim (fun i => KDA.silu (pre.query.get (h * d.keyDim + i))))
+  ⟨Arr.vec d.keyDim (fun i => p.queryScale * qn.get i),
+   Arr.l2Normalize l2Eps (Arr.vec d.keyDim (fun i => KDA.silu (pre.key.get (h * d.keyDim + i)))),
+   Arr.vec d.valueDim (fun c => KDA.silu (pre.value.get (h * d.valueDim + c))),
+   Arr.vec d.keyDim (fun i => retention (p.decayLogRate.get h)
+     (sumTo d.decayRank (fun k => pre.low.get k * p.decayUp.get ((k * d.heads + h) * d.keyDim + i)) +
+       p.decayBias.get (h * d.keyDim + i))),
+   Scalar.sigmoid (sumTo d.modelDim (fun m => x.get m * p.betaProj.get (m * d.heads + h)))⟩
+
+/-- The layer output from the per-head readouts (k3-spec §7, as `KimiLinear.output`):
+`y[f] = Σ_h Σ_c RMSNorm(o_h)[c] · σ((x W_gd) W_gu)[h, c] · W_o[h, c, f]`; the low-rank
+activations, the gate and the normalized readouts computed once. -/
+def output (p : LayerParams α d r) (x : Arr α [d.modelDim]) (o : Arr α [d.heads, d.valueDim]) :
+    Arr α [d.modelDim] :=
+  let a := Arr.vecMatMul x p.gateDown
+  let g := Arr.mat d.heads d.valueDim (fun h c => Scalar.sigmoid
+    (sumTo r (fun k => a.get k * p.gateUp.get ((k * d.heads + h) * d.valueDim + c))))
+  let norms := arrayOfFn d.heads (fun h => Arr.rmsNorm p.normEps (Arr.row o h) p.outNormScale)
+  Arr.vec d.modelDim (fun f => sumTo d.heads (fun h => sumTo d.valueDim (fun c =>
+    (arrayGetD norms h (zeros _)).get c * g.get (h * d.valueDim + c) *
+      p.outputProj.get ((h * d.valueDim + c) * d.modelDim + f))))
+
+/-- **One token of the Kimi Linear KDA layer** (k3-spec §7, as `KimiLinear.layerStep`): K3's
+`KDA.layerStep` with this variant's head inputs and output. -/
+def layerStep (p : LayerParams α d r) (l2Eps : α) (s : KDA.LayerState α d) (x : Arr α [d.modelDim]) :
+    KDA.LayerState α d × Arr α [d.modelDim] :=
+  let window := KDA.shiftWindow s.window x
+  let pre := prepareAll p window x
+  let results := arrayOfFn d.heads (fun h =>
+    KDA.step (Arr.slice3 s.heads h) (prepareHead p l2Eps pre x h))
+  let dflt : Arr α [d.keyDim, d.valueDim] × Arr α [d.valueDim] := (Arr.fill _ 0, zeros _)
+  let heads := Arr.ten3 d.heads d.keyDim d.valueDim (fun h i c =>
+    (arrayGetD results h dflt).1.get (i * d.valueDim + c))
+  let o := Arr.mat d.heads d.valueDim (fun h c => (arrayGetD results h dflt).2.get c)
+  (⟨window, heads⟩, output p x o)
+
+/-- The Kimi Linear KDA layer over a sequence from the zero state (as
+`KimiLinear.layerForward`). -/
+def layerForward (p : LayerParams α d r) (l2Eps : α) (xs : List (Arr α [d.modelDim])) :
+    List (Arr α [d.modelDim]) :=
+  (scan (layerStep p l2Eps) (KDA.LayerState.zero d) xs).2
+
+end Layer
+
+namespace MLA
+
+section MLA
+
+variable [Scalar α] {d : KimiK3.GatedMLA.Dims}
+
+/-- The per-head attention outputs from a given query latent `cq` with weights `wf` (as
+`KimiLinear.MLA.headOutputsOf`): each head's weights and value rows computed once. -/
+def headOutputsOf (wf : (n : Nat) → Arr α [n] → Arr α [n]) (p : GatedMLA.Params α d)
+    (cq : Arr α [d.queryLatentDim]) (scoreScale : α) (n : Nat) (latent : Arr α [n, d.kvLatentDim])
+    (shared : Arr α [n, d.sharedKeyDim]) : Arr α [d.heads, d.valueDim] :=
+  let ws := arrayOfFn d.heads (fun h => wf n (GatedMLA.scores p cq scoreScale h n latent shared))
+  let vals := arrayOfFn d.heads (fun h => Arr.matMul latent (Arr.slice3 p.valueUp h))
+  Arr.mat d.heads d.valueDim (fun h c => sumTo n (fun j =>
+    (arrayGetD ws h (zeros n)).get j * (arrayGetD vals h (Arr.fill _ 0)).get (j * d.valueDim + c)))
+
+/-- Ungated attention from the query latent `cq`, then the output projection
+`y[f] = Σ_h Σ_c o_h[c] W_o[h, c, f]` (k3-spec §7, as `KimiLinear.MLA.attendOf`). -/
+def attendOf (wf : (n : Nat) → Arr α [n] → Arr α [n]) (p : GatedMLA.Params α d)
+    (cq : Arr α [d.queryLatentDim]) (scoreScale : α) (n : Nat) (latent : Arr α [n, d.kvLatentDim])
+    (shared : Arr α [n, d.sharedKeyDim]) : Arr α [d.modelDim] :=
+  let o := headOutputsOf wf p cq scoreScale n latent shared
+  Arr.vec d.modelDim (fun f => sumTo d.heads (fun h => sumTo d.valueDim (fun c =>
+    o.get (h * d.valueDim + c) * p.outputWeight.get ((h * d.valueDim + c) * d.modelDim + f))))
+
+/-- **One causal Kimi Linear MLA step** on a list cache, low-rank query (k3-spec §7, as
+`KimiLinear.MLA.step`): K3's entry and caches, ungated softmax attention. -/
+def step (p : GatedMLA.Params α d) (scoreScale : α) (cache : GatedMLA.Cache α d) (x : Arr α [d.modelDim]) :
+    GatedMLA.Cache α d × Arr α [d.modelDim] :=
+  let cache' := listAppend cache [GatedMLA.entry p x]
+  let n := listLen cache'
+  (cache', attendOf (fun _ v => Arr.softmax v) p (GatedMLA.queryLatent p x) scoreScale n
+    (GatedMLA.packLatent n cache') (GatedMLA.packShared n cache'))
+
+/-- The layer over a sequence from the empty cache (as `KimiLinear.MLA.forward`). -/
+def forward (p : GatedMLA.Params α d) (scoreScale : α) (xs : List (Arr α [d.modelDim])) :
+    List (Arr α [d.modelDim]) :=
+  (scan (step p scoreScale) [] xs).2
+
+/-- The layer input read as the query latent (`q_lora_rank = None`, as
+`KimiLinear.MLA.directQuery`; meaningful when `queryLatentDim = modelDim`). -/
+def directQuery (x : Arr α [d.modelDim]) : Arr α [d.queryLatentDim] :=
+  Arr.vec d.queryLatentDim (fun i => x.get i)
+
+/-- **One causal Kimi Linear MLA step with a direct query** (`q_lora_rank = None`; k3-spec §7, as
+`KimiLinear.MLA.stepDirect`). -/
+def stepDirect (p : GatedMLA.Params α d) (scoreScale : α) (cache : GatedMLA.Cache α d)
+    (x : Arr α [d.modelDim]) : GatedMLA.Cache α d × Arr α [d.modelDim] :=
+  let cache' := listAppend cache [GatedMLA.entry p x]
+  let n := listLen cache'
+  (cache', attendOf (fun _ v => Arr.softmax v) p (directQuery x) scoreScale n
+    (GatedMLA.packLatent n cache') (GatedMLA.packShared n cache'))
+
+/-- The direct-query layer over a sequence from the empty cache (the scan of
+`KimiLinear.MLA.stepDirect`). -/
+def forwardDirect (p : GatedMLA.Params α d) (scoreScale : α) (xs : List (Arr α [d.modelDim])) :
+    List (Arr α [d.modelDim]) :=
+  (scan (stepDirect p scoreScale) [] xs).2
+
+end MLA
+
+end MLA
+
+section MoE
+
+variable [Scalar α]
+
+/-- SwiGLU on one coordinate, `g σ(g) u` (k3-spec §7, as `KimiLinear.swiglu`). -/
+def swiglu (gate up : α) : α := gate * Scalar.sigmoid gate * up
+
+/-- The SwiGLU expert `y = (SiLU(x G) ⊙ (x U)) D` (k3-spec §7, as `KimiLinear.swigluForward`);
+gate and up projections computed once. -/
+def swigluForward {d h o : Nat} (e : Expert α d h o) (x : Arr α [d]) : Arr α [o] :=
+  let gate := Arr.vecMatMul x e.gateWeight
+  let up := Arr.vecMatMul x e.upWeight
+  Arr.vecMatMul (Arr.vec h (fun j => swiglu (gate.get j) (up.get j))) e.downWeight
+
+/-- A Kimi Linear MoE block, array-backed, routed experts stacked (as `KimiLinear.MoE`). -/
+structure MoE (α : Type) (d h hs E : Nat) where
+  /-- The shared SwiGLU MLP. -/
+  shared : Expert α d hs d
+  /-- Router weight `R : [d, E]`. -/
+  routerWeight : Arr α [d, E]
+  /-- Selection bias `b`. -/
+  routerBias : Arr α [E]
+  /-- Routed SwiGLU experts. -/
+  routed : Experts α E d h d
+  /-- The routed scaling factor `ρ`. -/
+  routedScale : α
+
+namespace MoE
+
+variable {d h hs E : Nat}
+
+/-- The route: top-`k` of the bias-adjusted scores `σ(x R) + b` (as `KimiLinear.MoE.route`). -/
+def route (moe : MoE α d h hs E) (k : Nat) (x : Arr α [d]) : Array Nat :=
+  topK k (adjustedScores (routerScores moe.routerWeight x) moe.routerBias)
+
+/-- The routed mixture `Σ_i ρ w_i · E_{T_i}(x)` for a route (as `KimiLinear.MoE.routedOutput`),
+each chosen expert run once. -/
+def routedOutput (moe : MoE α d h hs E) (k : Nat) (route : Array Nat) (x : Arr α [d]) : Arr α [d] :=
+  let w := mixtureWeights k (routerScores moe.routerWeight x) route
+  let outs := arrayOfFn k (fun i => swigluForward (moe.routed.get (arrayGetD route i 0)) x)
+  Arr.vec d (fun c => sumTo k (fun i => moe.routedScale * w.get i * (arrayGetD outs i (zeros d)).get c))
+
+/-- **The MoE block for a given route**: routed mixture plus the shared MLP (as
+`KimiLinear.MoE.forward`). -/
+def forward (moe : MoE α d h hs E) (k : Nat) (route : Array Nat) (x : Arr α [d]) : Arr α [d] :=
+  let routed := moe.routedOutput k route x
+  let shared := swigluForward moe.shared x
+  Arr.vec d (fun c => routed.get c + shared.get c)
+
+/-- **The block with its own routing** (as `KimiLinear.MoE.forwardAuto`). -/
+def forwardAuto (moe : MoE α d h hs E) (k : Nat) (x : Arr α [d]) : Arr α [d] :=
+  moe.forward k (moe.route k x) x
+
+end MoE
+
+end MoE
+
+/-! ### Entry points at `Float` -/
+
+/-- `KimiLinear.layerForward` at `Float`. -/
+def layerForwardF (d : KimiK3.KDA.LayerDims) (r : Nat) (p : LayerParams Float d r) (l2Eps : Float)
+    (xs : List (Arr Float [d.modelDim])) : List (Arr Float [d.modelDim]) :=
+  layerForward p l2Eps xs
+
+/-- `KimiLinear.MLA.forward` at `Float`. -/
+def MLA.forwardF (d : KimiK3.GatedMLA.Dims) (p : GatedMLA.Params Float d) (scoreScale : Float)
+    (xs : List (Arr Float [d.modelDim])) : List (Arr Float [d.modelDim]) :=
+  MLA.forward p scoreScale xs
+
+/-- `KimiLinear.MLA.forwardDirect` at `Float`. -/
+def MLA.forwardDirectF (d : KimiK3.GatedMLA.Dims) (p : GatedMLA.Params Float d) (scoreScale : Float)
+    (xs : List (Arr Float [d.modelDim])) : List (Arr Float [d.modelDim]) :=
+  MLA.forwardDirect p scoreScale xs
+
+/-- `KimiLinear.MoE.forwardAuto` at `Float`. -/
+def MoE.forwardAutoF (d h hs E k : Nat) (moe : MoE Float d h hs E) (x : Arr Float [d]) : Arr Float [d] :=
+  moe.forwardAuto k x
+
+/-- `KimiLinear.MoE.route` at `Float`. -/
+def MoE.routeF (d h hs E k : Nat) (moe : MoE Float d h hs E) (x : Arr Float [d]) : Array Nat :=
+  moe.route k x
+
+end KimiLinear
+
 /-! ## Entry points at `Float`
 
 Specialized at `Float` and taking every size they mention, so that code outside this module
