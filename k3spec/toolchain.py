@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,22 @@ WORKER_BIG_STACK = (
     'worker=new Worker(pthreadMainJs,{workerData:"em-pthread",name:"em-pthread",'
     "resourceLimits:{stackSizeMb:256}});"
 )
-PATCH_VERSION = "2"
+#: `reportUndefinedSymbols` walks every GOT entry (about 200,000, one per export) for the few that
+#: the instantiation left unresolved (value -1); only `GOTHandler` creates such entries, so it now
+#: records their names, in creation order, and the walk visits those (same entries, same order).
+GOT_CREATE = 'rtn=GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true},-1)}'
+GOT_CREATE_RECORDED = (
+    'rtn=GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true},-1);k3GotUnresolved.push(symName)}'
+)
+GOT_DECLARE = "var GOT={};"
+GOT_DECLARE_RECORDED = "var GOT={};var k3GotUnresolved=[];"
+GOT_REPORT = "for(var[symName,entry]of Object.entries(GOT)){if(entry.value==-1){"
+GOT_REPORT_RECORDED = "for(var symName of k3GotUnresolved){var entry=GOT[symName];if(entry.value==-1){"
+#: The export assignment: `var a,b,…;function assignWasmExports(wasmExports){a=Module["a"]=…;…}`,
+#: one statement per wasm export, 67 MB of the 89 MB of `lean.js` (with a 21 MB `var` list).
+ASSIGN_HEAD = "function assignWasmExports(wasmExports){"
+ASSIGN_TAIL = "}var wasmImports;"
+PATCH_VERSION = "3"
 
 
 class ToolchainError(RuntimeError):
@@ -95,9 +111,105 @@ class Toolchain:
     stdlib: Path | None = None
 
 
-def patch_lean_js(source: str) -> str:
-    """Return `source` with the symbol-lookup speed fix, the single-worker pool and big worker stacks.
+def wasm_export_kinds(wasm: bytes) -> dict[str, int]:
+    """The export section of a wasm binary: name -> kind (0 function, 1 table, 2 memory, 3 global)."""
 
+    def leb(pos: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = wasm[pos]
+            pos += 1
+            value |= (byte & 127) << shift
+            shift += 7
+            if not byte & 128:
+                return value, pos
+
+    if wasm[:4] != b"\0asm":
+        raise ToolchainError("lean.wasm is not a WebAssembly binary")
+    pos = 8
+    while pos < len(wasm):
+        section, size_at = wasm[pos], pos + 1
+        size, body = leb(size_at)
+        if section == 7:
+            count, pos = leb(body)
+            kinds = {}
+            for _ in range(count):
+                length, pos = leb(pos)
+                name = wasm[pos : pos + length].decode()
+                kind = wasm[pos + length]
+                _, pos = leb(pos + length + 1)
+                kinds[name] = kind
+            return kinds
+        pos = body + size
+    raise ToolchainError("lean.wasm has no export section")
+
+
+_ASSIGN = re.compile(r'([A-Za-z0-9_$]+)=Module\["([A-Za-z0-9_$]+)"\]=wasmExports\["([A-Za-z0-9_$.]+)"\](\.value)?')
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+def compact_export_assignment(source: str, export_kinds: dict[str, int]) -> str:
+    """Rewrite `assignWasmExports` as a loop over the exports, keeping what the rest of `lean.js` reads.
+
+    The generated function sets, for each of the ~200,000 exports `e`, a module-scope variable
+    `_e` and `Module["_e"]` to the export (its `.value` for a global). Compiling that 67 MB
+    function costs each thread (the main one and every worker) 1.2-1.5 s of CPU, and reading and
+    hashing the 89 MB file costs more. The rewrite keeps, verbatim, every statement whose variable
+    the rest of the file mentions (48 of them) or that does not follow the rule below, and sets
+    `Module["_" + e]` for all the others in a loop; their variables, which nothing reads, are
+    dropped from the `var` list. The rule is checked here against the export section of
+    `lean.wasm`, statement by statement: `Module["_e"] = wasmExports["e"]` for a function export,
+    `.value` of it for a global export, for every export but the ones kept verbatim and
+    `__wasm_call_ctors`, which the original does not assign either.
+    """
+    head = source.find(ASSIGN_HEAD)
+    if head < 0 or source.count(ASSIGN_HEAD) != 1 or source.count(ASSIGN_TAIL) != 1:
+        raise ToolchainError("lean.js patch: expected exactly one assignWasmExports function; is this really "
+                             f"{LEAN_WASM_PACKAGE}?")
+    tail = source.find(ASSIGN_TAIL, head)
+    declared_at = source.rfind(";", 0, head - 1) + 1
+    if source[head - 1] != ";" or not source.startswith("var ", declared_at):
+        raise ToolchainError("lean.js patch: assignWasmExports is not preceded by its `var` list")
+    declared = source[declared_at + 4 : head - 1].split(",")
+    statements = source[head + len(ASSIGN_HEAD) : tail].split(";")
+    rest = source[:declared_at] + source[tail:]
+    mentioned = set(_IDENTIFIER.findall(rest))
+    kept: list[str] = []
+    looped: set[str] = set()
+    assigned: set[str] = set()
+    for statement in statements:
+        match = _ASSIGN.fullmatch(statement)
+        if match is None:
+            kept.append(statement)
+            continue
+        variable, key, export, dot_value = match.groups()
+        assigned.add(export)
+        kind = export_kinds.get(export)
+        follows_rule = variable == key == "_" + export and kind == (3 if dot_value else 0)
+        if follows_rule and variable not in mentioned:
+            looped.add(variable)
+        else:
+            kept.append(statement)
+    unassigned = set(export_kinds) - assigned - {"__indirect_function_table"}
+    if unassigned != {"__wasm_call_ctors"}:
+        raise ToolchainError(f"lean.js patch: unexpected exports without assignment: {sorted(unassigned)[:5]}")
+    skip = sorted({"__wasm_call_ctors"} | {e for e in export_kinds if "_" + e not in looped})
+    loop = (
+        f"var k3Skip=new Set({json.dumps(skip)});"
+        "for(var k3Name in wasmExports){if(k3Skip.has(k3Name))continue;var k3Export=wasmExports[k3Name];"
+        'Module["_"+k3Name]=typeof k3Export=="function"?k3Export:k3Export.value}'
+    )
+    variables = ",".join(name for name in declared if name not in looped)
+    return (
+        source[:declared_at] + f"var {variables};" + ASSIGN_HEAD + ";".join(kept) + ";" + loop + source[tail:]
+    )
+
+
+def patch_lean_js(source: str, export_kinds: dict[str, int]) -> str:
+    """Return `source` with the start-up fixes, given the export section of the `lean.wasm` beside it.
+
+    The symbol lookup through a `Map`, one pre-started worker, big worker stacks, the walk over
+    unresolved GOT entries only, and the compact export assignment (`compact_export_assignment`).
     Each replaced statement must occur exactly once; otherwise the package is not the one this
     patch was measured on, and we fail loudly rather than run an unknown variant.
     """
@@ -105,6 +217,9 @@ def patch_lean_js(source: str) -> str:
         (DLSYM_SCAN, DLSYM_MAP, "the __dlsym_js export scan"),
         (POOL_DEFAULT, POOL_ONE, "the pthread pool size"),
         (WORKER_DEFAULT, WORKER_BIG_STACK, "the pthread worker creation"),
+        (GOT_DECLARE, GOT_DECLARE_RECORDED, "the GOT declaration"),
+        (GOT_CREATE, GOT_CREATE_RECORDED, "the unresolved GOT entry creation"),
+        (GOT_REPORT, GOT_REPORT_RECORDED, "the walk over unresolved GOT entries"),
     )
     for old, _, what in replacements:
         count = source.count(old)
@@ -115,7 +230,7 @@ def patch_lean_js(source: str) -> str:
             )
     for old, new, _ in replacements:
         source = source.replace(old, new)
-    return source
+    return compact_export_assignment(source, export_kinds)
 
 
 def _native_lean() -> Path | None:
@@ -241,8 +356,9 @@ def install(force: bool = False) -> Toolchain:
         pkg = tmp / "lean-pkg" / "package"
         shutil.move(pkg / "lean.wasm", stage / "lean.wasm")
         original = (pkg / "lean.js").read_text()
-        _say("patching lean.js (symbol lookup through a Map, one pre-started worker, 256 MB worker stacks) ...")
-        (stage / "lean.js").write_text(patch_lean_js(original))
+        _say("patching lean.js (symbol lookup through a Map, one pre-started worker, 256 MB worker stacks, "
+             "compact export assignment) ...")
+        (stage / "lean.js").write_text(patch_lean_js(original, wasm_export_kinds((stage / "lean.wasm").read_bytes())))
         # Kept beside the patched file so tests can compare verdicts; lean.js finds lean.wasm
         # next to itself, so both variants share it.
         (stage / "lean.unpatched.js").write_text(original)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,12 @@ from k3spec import leanrun, toolchain
 from k3spec.toolchain import (
     DLSYM_MAP,
     DLSYM_SCAN,
+    GOT_CREATE,
+    GOT_CREATE_RECORDED,
+    GOT_DECLARE,
+    GOT_DECLARE_RECORDED,
+    GOT_REPORT,
+    GOT_REPORT_RECORDED,
     POOL_DEFAULT,
     POOL_ONE,
     WORKER_BIG_STACK,
@@ -26,23 +33,123 @@ PASSING = "prelude\ninductive T : Type where\n  | t : T\n\ndef T.same (x : T) : 
 FAILING = "prelude\ninductive T : Type where\n  | t : T\n\ndef T.wrong : T := T.missing\n"
 
 
+# A miniature of the generated export assignment: `_m` is read elsewhere, `_a` and `_g` are not,
+# `__wasm_call_ctors` is exported but not assigned, as in the real `lean.js`.
+ASSIGN = (
+    "x;var _main,_a,_g,_m,wasmTable;function assignWasmExports(wasmExports){"
+    '_main=Module["_main"]=wasmExports["__main_argc_argv"];_a=Module["_a"]=wasmExports["a"];'
+    '_g=Module["_g"]=wasmExports["g"].value;_m=Module["_m"]=wasmExports["m"]}var wasmImports;f(_m);'
+)
+KINDS = {"__main_argc_argv": 0, "a": 0, "g": 3, "m": 0, "__wasm_call_ctors": 0}
+GOT = GOT_DECLARE + GOT_CREATE + GOT_REPORT
+
+
 def test_patch_replaces_each_statement_once() -> None:
-    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c{WORKER_DEFAULT}d"
-    assert toolchain.patch_lean_js(source) == f"a;{DLSYM_MAP}b;{POOL_ONE}c{WORKER_BIG_STACK}d"
+    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c{WORKER_DEFAULT}d{GOT}{ASSIGN}"
+    patched = toolchain.patch_lean_js(source, KINDS)
+    assert patched.startswith(
+        f"a;{DLSYM_MAP}b;{POOL_ONE}c{WORKER_BIG_STACK}d{GOT_DECLARE_RECORDED}{GOT_CREATE_RECORDED}{GOT_REPORT_RECORDED}"
+    )
+    assert patched.endswith(
+        'x;var _main,_m,wasmTable;function assignWasmExports(wasmExports){_main=Module["_main"]=wasmExports['
+        '"__main_argc_argv"];_m=Module["_m"]=wasmExports["m"];var k3Skip=new Set(["__main_argc_argv", '
+        '"__wasm_call_ctors", "m"]);for(var k3Name in wasmExports){if(k3Skip.has(k3Name))continue;'
+        'var k3Export=wasmExports[k3Name];Module["_"+k3Name]=typeof k3Export=="function"?k3Export:k3Export.value}'
+        "}var wasmImports;f(_m);"
+    )
 
 
 @pytest.mark.parametrize(
     "source",
     [
-        f"{POOL_DEFAULT}{WORKER_DEFAULT}",
-        f"{DLSYM_SCAN}{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}",
-        f"{DLSYM_SCAN}{WORKER_DEFAULT}",
-        f"{DLSYM_SCAN}{POOL_DEFAULT}",
+        f"{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{ASSIGN}",
+        f"{DLSYM_SCAN}{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{ASSIGN}",
+        f"{DLSYM_SCAN}{WORKER_DEFAULT}{GOT}{ASSIGN}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}{GOT}{ASSIGN}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT_DECLARE}{GOT_REPORT}{ASSIGN}",
     ],
 )
 def test_patch_refuses_unknown_lean_js(source: str) -> None:
     with pytest.raises(ToolchainError, match="expected exactly one occurrence"):
-        toolchain.patch_lean_js(source)
+        toolchain.patch_lean_js(source, KINDS)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "message"),
+    [
+        ({**KINDS, "extra": 0}, "unexpected exports without assignment"),
+        ({k: v for k, v in KINDS.items() if k != "__wasm_call_ctors"}, "unexpected exports without assignment"),
+    ],
+)
+def test_compact_assignment_refuses_exports_it_does_not_know(kinds: dict[str, int], message: str) -> None:
+    with pytest.raises(ToolchainError, match=message):
+        toolchain.compact_export_assignment(ASSIGN, kinds)
+
+
+def test_compact_assignment_keeps_a_statement_off_the_rule() -> None:
+    """A global export assigned without `.value` (as `__stack_pointer` is) stays verbatim."""
+    kinds = {**KINDS, "a": 3}
+    patched = toolchain.compact_export_assignment(ASSIGN, kinds)
+    assert '_a=Module["_a"]=wasmExports["a"];' in patched
+    assert "var _main,_a,_m,wasmTable;" in patched
+
+
+#: Runs the original and the patched `assignWasmExports` of the installed `lean.js` on one fake
+#: exports object (a distinct function per function export, a `WebAssembly.Global` per global,
+#: from `lean.wasm`'s export section) and prints whether `Module` and every variable the patched
+#: file still declares come out identical.
+EQUIVALENCE_JS = r"""
+const fs = require("fs"), vm = require("vm");
+const [kindsFile, originalFile, patchedFile] = process.argv.slice(2);
+const kinds = JSON.parse(fs.readFileSync(kindsFile, "utf8"));
+const exportsObj = Object.create(null);
+kinds.forEach(([name, kind], i) => {
+  exportsObj[name] = kind === 0 ? function () { return i; }
+    : kind === 3 ? new WebAssembly.Global({ value: "i32", mutable: true }, i) : { table: i };
+});
+Object.freeze(exportsObj);
+function snippet(file) {
+  const s = fs.readFileSync(file, "utf8");
+  const head = s.indexOf("function assignWasmExports(wasmExports){");
+  const tail = s.indexOf("}var wasmImports;", head) + 1;
+  const start = s.lastIndexOf(";", head - 2) + 1;
+  return s.slice(start, tail);
+}
+function run(file) {
+  const context = vm.createContext({ Module: {}, wasmExports: exportsObj });
+  const code = snippet(file);
+  vm.runInContext(code + ";assignWasmExports(wasmExports);", context);
+  return [context, code];
+}
+const [orig] = run(originalFile);
+const [patched, code] = run(patchedFile);
+const keys = Object.keys(orig.Module);
+const same = keys.length === Object.keys(patched.Module).length
+  && keys.every(k => Object.is(orig.Module[k], patched.Module[k]));
+const declared = code.slice(4, code.indexOf(";function assignWasmExports")).split(",");
+const varsSame = declared.every(v => Object.is(orig[v], patched[v]));
+console.log(JSON.stringify({ moduleKeys: keys.length, same, declared: declared.length, varsSame }));
+"""
+
+
+@pytest.mark.slow
+def test_compact_assignment_sets_what_the_original_sets(tc: toolchain.Toolchain, tmp_path: Path) -> None:
+    if tc.kind != "offline":
+        pytest.skip("the patch only exists for the offline toolchain")
+    assert tc.lean_js and tc.lean_js_unpatched and tc.node
+    kinds = toolchain.wasm_export_kinds((tc.lean_js.parent / "lean.wasm").read_bytes())
+    (tmp_path / "kinds.json").write_text(json.dumps(list(kinds.items())))
+    (tmp_path / "check.js").write_text(EQUIVALENCE_JS)
+    proc = subprocess.run(
+        [str(tc.node), "--max-old-space-size=8192", str(tmp_path / "check.js"), str(tmp_path / "kinds.json"),
+         str(tc.lean_js_unpatched), str(tc.lean_js)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["same"] and result["varsSame"], result
+    assert result["moduleKeys"] > 200_000
+    assert result["declared"] < 100
 
 
 def test_debug_filter_keeps_only_lean_output() -> None:
