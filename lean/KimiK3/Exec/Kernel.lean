@@ -1092,14 +1092,14 @@ def LanguageModel.runF (m : ModelDims) (model : LanguageModel Float m) (s : Lang
 
 /-! ## Vision (MoonViT-V2, k3-spec §7)
 
-Array-backed versions of the vision reference (`Vision/Block.lean`, `Vision/Merge.lean`): the
-2-D RoPE tables, one block, the encoder (the blocks in order, then the final norm) and
-merge-and-project. Every intermediate that the function-backed reference recomputes at each
-coordinate (the normalized rows, the rotated queries and keys, the scores, each softmax row, the
-values, the MLP's hidden rows, the temporal mean, the projector's hidden rows) is stored once;
-every entry is the reference's expression in the reference's order (`Exec/Vision.lean`). The
-scalar helpers are their own copies of `Vision.geluTanh`, `geluErf`, `ropeFrequency`,
-`ropeAngle` (class methods of `TrigScalar` only). -/
+Array-backed versions of the vision reference (`Vision/Block.lean`): the 2-D RoPE tables, one
+block and the encoder (the blocks in order, then the final norm); merge-and-project
+(`Vision/Merge.lean`) is not here yet. Every intermediate that the function-backed reference
+recomputes at each coordinate (the normalized rows, the rotated queries and keys, the scores, each
+softmax row, the values, each head's mix, the MLP's hidden rows) is stored once; every entry is
+the reference's expression in the reference's order (`Exec/Vision.lean`). The scalar helpers are
+own copies of `Vision.geluTanh`, `ropeFrequency`, `ropeAngle` (class methods of `TrigScalar`
+only). -/
 
 namespace Vision
 
@@ -1110,10 +1110,6 @@ variable [TrigScalar α]
 /-- The tanh GELU of the encoder MLP (k3-spec §7, as `Vision.geluTanh`). -/
 def geluTanh (x : α) : α :=
   x * (1 + Scalar.tanh (Scalar.sqrt (2 / TrigScalar.pi) * (x + 44715 / 1000000 * (x * x * x)))) / 2
-
-/-- The erf GELU of the projector (k3-spec §7, as `Vision.geluErf`). -/
-def geluErf (x : α) : α :=
-  x * (1 + TrigScalar.erf (x * Scalar.sqrt (1 / 2))) / 2
 
 /-- The rotary frequency `θ^(−f/R)` (k3-spec §7, as `Vision.ropeFrequency`). -/
 def ropeFrequency (theta : α) (R f : Nat) : α :=

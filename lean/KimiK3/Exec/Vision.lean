@@ -7,7 +7,7 @@ public import KimiK3.Vision.Block
 # The executable MoonViT-V2 block and encoder equal the reference (k3-spec §7)
 
 For every `[TrigScalar α]` (no laws: each entry is the reference's expression in the reference's
-order): the scalar helpers `geluTanh_eq`, `geluErf_eq`, `ropeAngle_eq`; the RoPE tables
+order): the scalar helpers `geluTanh_eq`, `ropeAngle_eq`; the RoPE tables
 `ropeCos_eq`, `ropeSin_eq`; `normRows_eq`, `rotated_get` (the rotated query/key channel `2p + j`
 is `rotatePairs` of `projectPairs`), `Block.scores_eq`, `Block.attention_eq`, `Block.mlp_eq`,
 **`Block.forward_eq`** (`Vision.Block.forward`), **`Block.forwardClip_eq`** (with the library's
@@ -26,8 +26,6 @@ namespace Vision
 variable {α : Type} [TrigScalar α]
 
 theorem geluTanh_eq (x : α) : geluTanh x = KimiK3.Vision.geluTanh x := rfl
-
-theorem geluErf_eq (x : α) : geluErf x = KimiK3.Vision.geluErf x := rfl
 
 theorem ropeAngle_eq (theta : α) (R row col p : Nat) :
     ropeAngle theta R row col p = KimiK3.Vision.ropeAngle theta R row col p := rfl
