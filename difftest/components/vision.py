@@ -237,7 +237,7 @@ class VisionBlockComponent(VisionComponent):
     #: 1-frame 2 × 2 clip in 340 s offline
     template = "vision_block"
     lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_note = "~57 s a bundle offline (1 case of 48 tokens: 56.5 s, mostly elaboration)"
+    lean_note = "~57 s a bundle offline (1 case of 48 tokens: 56.5 s; 3 cases: 60.0 s)"
     kinds = {
         "random": "2 frames of 6 × 4 patches",
         "single": "1 frame of 4 × 6",
