@@ -105,8 +105,9 @@ def test_lean_skip_reasons_are_recorded() -> None:
     items = runner.build_cases(list(VISION), 1, 0)
     reasons = {comp.name: why for (comp, _), (_, why) in zip(items, runner.lean_plan(items, 2, False))}
     assert reasons["vision_embed"].startswith(runner.NOT_DEFAULT) and "55 s" in reasons["vision_embed"]
-    for name in ("vision_block", "merge_project", "vision_encoder", "multimodal_prefill"):
+    assert reasons["vision_block"].startswith(runner.NOT_DEFAULT) and "56.5 s" in reasons["vision_block"]
+    for name in ("merge_project", "vision_encoder", "multimodal_prefill"):
         assert reasons[name].startswith("no template") and len(reasons[name]) > len("no template")
-    # --lean-all evaluates vision_embed, the only one with a template
+    # --lean-all evaluates vision_embed and vision_block, the ones with a template
     chosen = {comp.name for _, comp, _ in runner.lean_chosen(items, 2, True)}
-    assert chosen & set(VISION) == {"vision_embed"}
+    assert chosen & set(VISION) == {"vision_embed", "vision_block"}

@@ -2,6 +2,7 @@ module
 
 public import KimiK3.Core.Kernel
 public import KimiK3.Sequence.Kernel
+public import KimiK3.Core.Trig
 
 /-!
 # Executable kernel: array-backed tensors and their operations
@@ -1353,6 +1354,161 @@ def BlockState.finishLayerF (d blockSize : Nat) (s : BlockState Float d) (seqOut
 def LanguageModel.runF (m : ModelDims) (model : LanguageModel Float m) (s : LanguageModel.State Float m)
     (tokens : List Nat) : LanguageModel.State Float m × List (Arr Float [m.vocab]) :=
   model.run s tokens
+
+/-! ## Vision (MoonViT-V2, k3-spec §7)
+
+Array-backed versions of the vision reference (`Vision/Block.lean`): the 2-D RoPE tables, one
+block and the encoder (the blocks in order, then the final norm); merge-and-project
+(`Vision/Merge.lean`) is not here yet. Every intermediate that the function-backed reference
+recomputes at each coordinate (the normalized rows, the rotated queries and keys, the scores, each
+softmax row, the values, each head's mix, the MLP's hidden rows) is stored once; every entry is
+the reference's expression in the reference's order (`Exec/Vision.lean`). The scalar helpers are
+own copies of `Vision.geluTanh`, `ropeFrequency`, `ropeAngle` (class methods of `TrigScalar`
+only). -/
+
+namespace Vision
+
+section Vision
+
+variable [TrigScalar α]
+
+/-- The tanh GELU of the encoder MLP (k3-spec §7, as `Vision.geluTanh`). -/
+def geluTanh (x : α) : α :=
+  x * (1 + Scalar.tanh (Scalar.sqrt (2 / TrigScalar.pi) * (x + 44715 / 1000000 * (x * x * x)))) / 2
+
+/-- The rotary frequency `θ^(−f/R)` (k3-spec §7, as `Vision.ropeFrequency`). -/
+def ropeFrequency (theta : α) (R f : Nat) : α :=
+  Scalar.exp (-((f : α) / (R : α)) * Scalar.log theta)
+
+/-- The rotary angle of pair `p` at grid position `(row, col)` (k3-spec §7, as `Vision.ropeAngle`). -/
+def ropeAngle (theta : α) (R row col p : Nat) : α :=
+  if p < R then (row : α) * ropeFrequency theta R p else (col : α) * ropeFrequency theta R (p - R)
+
+/-- The cosines of the rotary angles of a clip's `t·h·w` tokens (k3-spec §7, as `Vision.ropeCos`). -/
+def ropeCos (theta : α) (R t h w : Nat) : Arr α [t * (h * w), 2 * R] :=
+  Arr.mat _ _ (fun l p => TrigScalar.cos (ropeAngle theta R (l % (h * w) / w) (l % (h * w) % w) p))
+
+/-- The sines of the rotary angles of a clip's `t·h·w` tokens (k3-spec §7, as `Vision.ropeSin`). -/
+def ropeSin (theta : α) (R t h w : Nat) : Arr α [t * (h * w), 2 * R] :=
+  Arr.mat _ _ (fun l p => TrigScalar.sin (ropeAngle theta R (l % (h * w) / w) (l % (h * w) % w) p))
+
+/-- The score scale `1/√(4R)` of heads of width `4R` (k3-spec §7, as in `Vision.clipFeatures`). -/
+def scoreScale (R : Nat) : α := 1 / Scalar.sqrt ((4 * R : Nat) : α)
+
+/-- **One encoder block's parameters, array-backed** (k3-spec §7), in the checkpoint's layouts:
+`query`, `key` `[in, head, channel]` with channel `2p + j` (pair `p`, component `j`), `value`
+`[in, head, out]`, `output` `[head, in, out]`, `fc0` `[D, M]`, `fc1` `[M, D]` (`Block.toSpec` in
+`Exec/Vision.lean` gives the reference's per-head views). -/
+structure Block (α : Type) (D A R V M : Nat) where
+  /-- `norm0.weight`. -/
+  norm0 : Arr α [D]
+  /-- The query rows of `wqkv.weight`, `[D, A, 4R]`. -/
+  query : Arr α [D, A, 4 * R]
+  /-- The key rows of `wqkv.weight`, `[D, A, 4R]`. -/
+  key : Arr α [D, A, 4 * R]
+  /-- The value rows of `wqkv.weight`, `[D, A, V]`. -/
+  value : Arr α [D, A, V]
+  /-- `wo.weight`, per head, `[A, V, D]`. -/
+  output : Arr α [A, V, D]
+  /-- `norm1.weight`. -/
+  norm1 : Arr α [D]
+  /-- `mlp.fc0.weight`ᵀ `[D, M]`. -/
+  fc0 : Arr α [D, M]
+  /-- `mlp.fc1.weight`ᵀ `[M, D]`. -/
+  fc1 : Arr α [M, D]
+
+/-- RMSNorm of every row with gain `g` (k3-spec §2.0, as `Vision.Block.normRows`): each row's
+root mean square computed once. -/
+def normRows {L D : Nat} (eps : α) (x : Arr α [L, D]) (g : Arr α [D]) : Arr α [L, D] :=
+  let r := Arr.vec L (fun l =>
+    Scalar.sqrt (sumTo D (fun k => x.get (l * D + k) * x.get (l * D + k)) / (D : α) + eps))
+  Arr.mat L D (fun l j => x.get (l * D + j) / r.get l * g.get j)
+
+/-- The rotated query (or key) channels of every head and token, `[A, L, 4R]` at channel `2p + j`
+(k3-spec §7, as `Vision.rotatePairs` of `Block.projectPairs`): the projections computed once. -/
+def rotated {L D A R : Nat} (cos sin : Arr α [L, 2 * R]) (h : Arr α [L, D]) (w : Arr α [D, A, 4 * R]) :
+    Arr α [A, L, 4 * R] :=
+  let pr := Arr.ten3 A L (4 * R) (fun a l c =>
+    sumTo D (fun d => h.get (l * D + d) * w.get ((d * A + a) * (4 * R) + c)))
+  Arr.ten3 A L (4 * R) (fun a l c =>
+    if c % 2 = 0 then
+      pr.get ((a * L + l) * (4 * R) + 2 * (c / 2)) * cos.get (l * (2 * R) + c / 2) -
+        pr.get ((a * L + l) * (4 * R) + (2 * (c / 2) + 1)) * sin.get (l * (2 * R) + c / 2)
+    else
+      pr.get ((a * L + l) * (4 * R) + 2 * (c / 2)) * sin.get (l * (2 * R) + c / 2) +
+        pr.get ((a * L + l) * (4 * R) + (2 * (c / 2) + 1)) * cos.get (l * (2 * R) + c / 2))
+
+/-- The attention scores `c·⟨q'[l], k'[m]⟩` of every head, `[A, L, L]` (k3-spec §7, as
+`Block.scores`): component 0 of every pair, then component 1. -/
+def scores {L A R : Nat} (scale : α) (q k : Arr α [A, L, 4 * R]) : Arr α [A, L, L] :=
+  Arr.ten3 A L L (fun a l m => scale *
+    (sumTo (2 * R) (fun p => q.get ((a * L + l) * (4 * R) + 2 * p) * k.get ((a * L + m) * (4 * R) + 2 * p)) +
+      sumTo (2 * R) (fun p =>
+        q.get ((a * L + l) * (4 * R) + (2 * p + 1)) * k.get ((a * L + m) * (4 * R) + (2 * p + 1)))))
+
+namespace Block
+
+variable {D A R V M : Nat}
+
+/-- **The attention of a block** over one clip (k3-spec §7, as `Vision.Block.attention`): the
+rotated queries and keys, the scores, each softmax row, the values and each head's mix are
+computed once. -/
+def attention {L : Nat} (b : Block α D A R V M) (scale : α) (cos sin : Arr α [L, 2 * R])
+    (h : Arr α [L, D]) : Arr α [L, D] :=
+  let s := scores scale (rotated cos sin h b.query) (rotated cos sin h b.key)
+  let w := arrayOfFn (A * L) (fun r => Arr.softmax (Arr.block [L] s (r * L)))
+  let v := Arr.ten3 A L V (fun a m c => sumTo D (fun d => h.get (m * D + d) * b.value.get ((d * A + a) * V + c)))
+  let o := Arr.ten3 A L V (fun a l c => sumTo L (fun m =>
+    (arrayGetD w (a * L + l) (zeros L)).get m * v.get ((a * L + m) * V + c)))
+  Arr.mat L D (fun l e => sumTo A (fun a => sumTo V (fun c =>
+    o.get ((a * L + l) * V + c) * b.output.get ((a * V + c) * D + e))))
+
+/-- The MLP `fc1(GELU_tanh(fc0 h))` of every row (k3-spec §7, as `Vision.Block.mlp`): the hidden
+rows computed once. -/
+def mlp {L : Nat} (b : Block α D A R V M) (h : Arr α [L, D]) : Arr α [L, D] :=
+  let u := Arr.mat L M (fun l k => geluTanh (sumTo D (fun d => h.get (l * D + d) * b.fc0.get (d * M + k))))
+  Arr.mat L D (fun l e => sumTo M (fun k => u.get (l * M + k) * b.fc1.get (k * D + e)))
+
+/-- **One MoonViT-V2 block** (k3-spec §7, as `Vision.Block.forward`): pre-norm residual
+attention, then pre-norm residual MLP. -/
+def forward {L : Nat} (b : Block α D A R V M) (eps scale : α) (cos sin : Arr α [L, 2 * R])
+    (x : Arr α [L, D]) : Arr α [L, D] :=
+  let att := b.attention scale cos sin (normRows eps x b.norm0)
+  let x₁ := Arr.mat L D (fun l d => x.get (l * D + d) + att.get (l * D + d))
+  let m := b.mlp (normRows eps x₁ b.norm1)
+  Arr.mat L D (fun l d => x₁.get (l * D + d) + m.get (l * D + d))
+
+end Block
+
+/-- The blocks in order (k3-spec §7, as `ModelList.foldl` of `Block.forward`). -/
+def foldBlocks {D A R V M L : Nat} (eps scale : α) (cos sin : Arr α [L, 2 * R]) :
+    List (Block α D A R V M) → Arr α [L, D] → Arr α [L, D]
+  | [], x => x
+  | b :: bs, x => foldBlocks eps scale cos sin bs (b.forward eps scale cos sin x)
+
+/-- **The encoder** (k3-spec §7, as `Vision.encode`): the blocks in order, then the final RMSNorm. -/
+def encode {D A R V M L : Nat} (blocks : List (Block α D A R V M)) (finalNorm : Arr α [D])
+    (eps scale : α) (cos sin : Arr α [L, 2 * R]) (x : Arr α [L, D]) : Arr α [L, D] :=
+  normRows eps (foldBlocks eps scale cos sin blocks x) finalNorm
+
+end Vision
+
+end Vision
+
+/-! ### Vision entry points at `Float` -/
+
+/-- `Vision.Block.forward` at `Float` on one clip of `t` frames of `h × w` patches: the RoPE
+tables at base `theta` and the score scale `1/√(4R)` as `Vision.clipFeatures` builds them. -/
+def Vision.Block.forwardClipF (D A R V M t h w : Nat) (b : Vision.Block Float D A R V M) (eps theta : Float)
+    (x : Arr Float [t * (h * w), D]) : Arr Float [t * (h * w), D] :=
+  b.forward eps (Vision.scoreScale R) (Vision.ropeCos theta R t h w) (Vision.ropeSin theta R t h w) x
+
+/-- `Vision.encode` at `Float` on one clip (tables and scale as in `Block.forwardClipF`). -/
+def Vision.encodeClipF (D A R V M t h w : Nat) (blocks : List (Vision.Block Float D A R V M))
+    (finalNorm : Arr Float [D]) (eps theta : Float) (x : Arr Float [t * (h * w), D]) :
+    Arr Float [t * (h * w), D] :=
+  Vision.encode blocks finalNorm eps (Vision.scoreScale R) (Vision.ropeCos theta R t h w)
+    (Vision.ropeSin theta R t h w) x
 
 end Exec
 
