@@ -8,6 +8,8 @@ against Lean itself (`align_corners=True` weights; RoPE's row and column axes sw
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -16,27 +18,31 @@ from difftest import numpy_vision, runner
 pytestmark = [pytest.mark.lean, pytest.mark.slow]
 
 
-def test_vision_embed_lean_leg_agrees_and_catches_corner_aligned_weights(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path))
-    run = runner.run(["vision_embed"], cases=1, seed=0, dtypes=["float64"], shrink=False, lean_cases=1, lean_all=True)
+def _lean_leg_agrees_then_catches(component: str, plant: Callable[[], None]) -> None:
+    """One case of `component` is green with Lean against the NumPy, graph and torch legs; after
+    `plant()` breaks the NumPy reference, a second run takes Lean from the cache and flags it."""
+    run_once = lambda: runner.run([component], cases=1, seed=0, dtypes=["float64"], shrink=False,  # noqa: E731
+                                  lean_cases=1, lean_all=True)
+    run = run_once()
     assert run.passed, [c for r in run.results for c in r.failures()]
     assert run.lean_record["ran"] == 1
     pairs = {(c.impl, c.ref) for r in run.results for c in r.comparisons}
     assert {("lean", "numpy"), ("lean", "graph"), ("lean", "torch")} <= pairs
-    real = numpy_vision.bilinear
-    monkeypatch.setattr(numpy_vision, "bilinear", lambda m, n, align_corners=False: real(m, n, True))
-    bad = runner.run(["vision_embed"], cases=1, seed=0, dtypes=["float64"], shrink=False, lean_cases=1, lean_all=True)
+    plant()
+    bad = run_once()
     assert bad.lean_record["cached"] == 1
     assert ("lean", "numpy") in {(c.impl, c.ref) for r in bad.results for c in r.failures()}
 
 
+def test_vision_embed_lean_leg_agrees_and_catches_corner_aligned_weights(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path))
+    real = numpy_vision.bilinear
+    _lean_leg_agrees_then_catches("vision_embed", lambda: monkeypatch.setattr(
+        numpy_vision, "bilinear", lambda m, n, align_corners=False: real(m, n, True)))
+
+
 def test_vision_block_lean_leg_agrees_and_catches_swapped_rope_axes(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path))
-    run = runner.run(["vision_block"], cases=1, seed=0, dtypes=["float64"], shrink=False, lean_cases=1, lean_all=True)
-    assert run.passed, [c for r in run.results for c in r.failures()]
-    assert run.lean_record["ran"] == 1
-    pairs = {(c.impl, c.ref) for r in run.results for c in r.comparisons}
-    assert {("lean", "numpy"), ("lean", "graph"), ("lean", "torch")} <= pairs
     real = numpy_vision.rope_angles
 
     def swapped(h: int, w: int, cfg: dict) -> np.ndarray:
@@ -45,7 +51,4 @@ def test_vision_block_lean_leg_agrees_and_catches_swapped_rope_axes(tmp_path, mo
         R = angles.shape[1] // 2
         return np.concatenate([angles[:, R:], angles[:, :R]], axis=1)
 
-    monkeypatch.setattr(numpy_vision, "rope_angles", swapped)
-    bad = runner.run(["vision_block"], cases=1, seed=0, dtypes=["float64"], shrink=False, lean_cases=1, lean_all=True)
-    assert bad.lean_record["cached"] == 1
-    assert ("lean", "numpy") in {(c.impl, c.ref) for r in bad.results for c in r.failures()}
+    _lean_leg_agrees_then_catches("vision_block", lambda: monkeypatch.setattr(numpy_vision, "rope_angles", swapped))
