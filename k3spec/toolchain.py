@@ -60,15 +60,62 @@ GOT_CREATE = 'rtn=GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true}
 GOT_CREATE_RECORDED = (
     'rtn=GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true},-1);k3GotUnresolved.push(symName)}'
 )
+#: The GOT (global offset table: symbol name -> `WebAssembly.Global` holding its address) gets one
+#: entry per export from `updateGOT` at start-up, in every thread: about 200,000 `Global` objects,
+#: 0.6-0.9 s per thread, of which the instantiation reads 269 (the ones it asked for, which exist
+#: before) and the rest of `lean.js` reads none unless a side module is loaded. The lazy GOT
+#: records the value `updateGOT` would store for an entry that does not exist yet in a `Map`, and
+#: creates the `Global` holding it when the entry is first read. Every access in `lean.js` is
+#: `GOT[name]` (`check_got_accesses`), which the `Proxy` answers with what the eager table would
+#: hold; an entry written before it is read is written through, as before.
 GOT_DECLARE = "var GOT={};"
-GOT_DECLARE_RECORDED = "var GOT={};var k3GotUnresolved=[];"
+GOT_DECLARE_LAZY = (
+    "var k3GotPending=new Map;var GOT=new Proxy({},{get(entries,symName){var entry=entries[symName];"
+    "if(entry===undefined&&k3GotPending.has(symName)){"
+    'entry=entries[symName]=new WebAssembly.Global({value:"i32",mutable:true});'
+    "entry.value=k3GotPending.get(symName);k3GotPending.delete(symName)}return entry}});"
+    "var k3GotUnresolved=[];"
+)
+GOT_UPDATE = (
+    "var updateGOT=(exports,replace)=>{for(var symName in exports){if(isInternalSym(symName)){continue}"
+    "var value=exports[symName];var existingEntry=GOT[symName]&&GOT[symName].value!=-1;"
+    'if(replace||!existingEntry){var newValue;if(typeof value=="function"){newValue=addFunction(value)}'
+    'else if(typeof value.value=="number"){newValue=value}else{continue}'
+    'GOT[symName]??=new WebAssembly.Global({value:"i32",mutable:true});GOT[symName].value=newValue}}};'
+)
+#: The same loop (`addFunction` still runs for every function export, in the same order, so the
+#: function table is laid out as before); a missing entry's value goes to `k3GotPending`, as the
+#: number the eager `Global` would hold (a global export's `.value`, which assigning the export to
+#: an i32 `Global` reads).
+GOT_UPDATE_LAZY = (
+    "var updateGOT=(exports,replace)=>{for(var symName in exports){if(isInternalSym(symName)){continue}"
+    "var value=exports[symName];var entry=GOT[symName];var existingEntry=entry&&entry.value!=-1;"
+    'if(replace||!existingEntry){var newValue;if(typeof value=="function"){newValue=addFunction(value)}'
+    'else if(typeof value.value=="number"){newValue=value.value}else{continue}'
+    "if(entry){entry.value=newValue}else{k3GotPending.set(symName,newValue)}}}};"
+)
+#: `mergeLibSymbols` copies the ~200,000 exports into `wasmImports` through `Object.entries` (an
+#: array of pairs) and a closure per export, 0.4-0.5 s per thread; the same assignments, in the
+#: same order, from a `for…in` over the (frozen, prototype-less) exports object take half that.
+MERGE_SYMBOLS = (
+    "var mergeLibSymbols=(exports,libName)=>{for(var[sym,exp]of Object.entries(exports)){"
+    "const setImport=target=>{if(!isSymbolDefined(target)){wasmImports[target]=exp}};setImport(sym);"
+    'const main_alias="__main_argc_argv";if(sym=="main"){setImport(main_alias)}'
+    'if(sym==main_alias){setImport("main")}}};'
+)
+MERGE_SYMBOLS_LOOP = (
+    "var mergeLibSymbols=(exports,libName)=>{for(var sym in exports){var exp=exports[sym];"
+    "if(!isSymbolDefined(sym)){wasmImports[sym]=exp}"
+    'if(sym=="main"&&!isSymbolDefined("__main_argc_argv")){wasmImports["__main_argc_argv"]=exp}'
+    'if(sym=="__main_argc_argv"&&!isSymbolDefined("main")){wasmImports["main"]=exp}}};'
+)
 GOT_REPORT = "for(var[symName,entry]of Object.entries(GOT)){if(entry.value==-1){"
 GOT_REPORT_RECORDED = "for(var symName of k3GotUnresolved){var entry=GOT[symName];if(entry.value==-1){"
 #: The export assignment: `var a,b,…;function assignWasmExports(wasmExports){a=Module["a"]=…;…}`,
 #: one statement per wasm export, 67 MB of the 89 MB of `lean.js` (with a 21 MB `var` list).
 ASSIGN_HEAD = "function assignWasmExports(wasmExports){"
 ASSIGN_TAIL = "}var wasmImports;"
-PATCH_VERSION = "3"
+PATCH_VERSION = "4"
 
 
 class ToolchainError(RuntimeError):
@@ -148,20 +195,92 @@ _ASSIGN = re.compile(r'([A-Za-z0-9_$]+)=Module\["([A-Za-z0-9_$]+)"\]=wasmExports
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
+#: Every use of `Module` in `lean.js` that does not name a property literally (`Module["x"]`,
+#: `Module.x`): the handlers of `knownHandlers` ("onExit", "onAbort", "print", "printErr"), passing
+#: the object on, its definition, `getCFunc` (below), and `callStbImage` of the SDL image loader,
+#: which is defined and never called (its name occurs once). `check_module_uses` refuses a
+#: `lean.js` with any other, since the compact export assignment relies on nothing reading
+#: `Module["_e"]`.
+MODULE_USES = (
+    'var Module=typeof Module!="undefined"?Module:{};',
+    'var getCFunc=ident=>{var func=Module["_"+ident];return func};',
+    'var callStbImage=(func,params)=>{var x=stackAlloc(4);var y=stackAlloc(4);var comp=stackAlloc(4);'
+    'var data=Module["_"+func](',
+    'module["exports"]=Module}',
+    "for(const handler of msgData.handlers){if(!Module[handler]||Module[handler].proxy){Module[handler]=",
+    'if(handler=="print")out=Module[handler];if(handler=="printErr")err=Module[handler]}',
+    "callbacks.shift()(Module)",
+    'else if(cmd==="callHandler"){Module[d.handler](...d.args)}',
+    'var knownHandlers=["onExit","onAbort","print","printErr"];for(var handler of knownHandlers)'
+    "{if(Module.propertyIsEnumerable(handler)){handlers.push(handler)}}",
+    "Module.screenIsReadOnly",
+)
+#: `getCFunc` reads `Module["_" + name]`; it is called only by `ccall` and `cwrap`, which nothing
+#: in `lean.js` calls: they are exported as `Module["ccall"]`/`Module["cwrap"]` for an embedding
+#: page, and `Module` is read by computed names only for its handlers. Every occurrence of the
+#: three names must be one of these.
+EMBEDDER_USES = (
+    'var getCFunc=ident=>{var func=Module["_"+ident];return func};',
+    "var func=getCFunc(ident);",
+    "var ccall=(ident,returnType,argTypes,args,opts)=>{",
+    "var cwrap=(ident,returnType,argTypes,opts)=>{",
+    "if(numericRet&&numericArgs&&!opts){return getCFunc(ident)}return(...args)=>ccall(ident,returnType,argTypes,args,opts)}",
+    'Module["getCFunc"]=getCFunc;',
+    'Module["ccall"]=ccall;',
+    'Module["cwrap"]=cwrap;',
+)
+_EMBEDDER = re.compile(r"(?<![A-Za-z0-9_$.\"])(?:getCFunc|ccall|cwrap)(?![A-Za-z0-9_$\"])")
+_MODULE = re.compile(r'(?<![A-Za-z0-9_$."])Module(?![A-Za-z0-9_$])(?!\["[A-Za-z0-9_$]*"\])')
+#: What may follow `GOT` in the patched `lean.js`: an indexed access (`GOT[name]`, answered by the
+#: lazy GOT's `Proxy`), the `Module` export, the declaration.
+GOT_USES = ("GOT[", 'Module["GOT"]=GOT;', "var GOT=new Proxy(")
+_GOT = re.compile(r"(?<![A-Za-z0-9_$.\"])GOT(?![A-Za-z0-9_$.\"])")
+
+
+def _check_uses(source: str, pattern: re.Pattern[str], allowed: tuple[str, ...], what: str) -> None:
+    spans = [(m.start(), m.start() + len(use)) for use in allowed for m in re.finditer(re.escape(use), source)]
+    for match in pattern.finditer(source):
+        if not any(a <= match.start() < b for a, b in spans):
+            raise ToolchainError(f"lean.js patch: unexpected use of {what} at character {match.start()}: "
+                                 f"{source[max(0, match.start() - 40):match.start() + 40]!r}; "
+                                 f"is this really {LEAN_WASM_PACKAGE}?")
+
+
+def check_module_uses(source: str) -> None:
+    """Refuse a `lean.js` that uses `Module` in a way `MODULE_USES` does not list, or calls
+    `getCFunc` other than from the embedder-only `ccall`/`cwrap` (`EMBEDDER_USES`)."""
+    _check_uses(source, _MODULE, MODULE_USES, "Module")
+    _check_uses(source, _EMBEDDER, EMBEDDER_USES, "getCFunc/ccall/cwrap")
+    uses = re.findall(r"(?<![A-Za-z0-9_$])(.{4})callStbImage(?![A-Za-z0-9_$])(.)", source)
+    if any(use != ("var ", "=") for use in uses):
+        raise ToolchainError("lean.js patch: callStbImage is called somewhere; is this really "
+                             f"{LEAN_WASM_PACKAGE}?")
+
+
+def check_got_accesses(source: str) -> None:
+    """Refuse a patched `lean.js` that uses the GOT other than through `GOT[name]` (`GOT_USES`)."""
+    if "delete GOT[" in source:
+        raise ToolchainError("lean.js patch: GOT entries are deleted somewhere; the lazy GOT does not support it")
+    _check_uses(source, _GOT, GOT_USES, "GOT")
+
+
 def compact_export_assignment(source: str, export_kinds: dict[str, int]) -> str:
-    """Rewrite `assignWasmExports` as a loop over the exports, keeping what the rest of `lean.js` reads.
+    """Drop from `assignWasmExports` the statements that set what nothing in `lean.js` reads.
 
     The generated function sets, for each of the ~200,000 exports `e`, a module-scope variable
     `_e` and `Module["_e"]` to the export (its `.value` for a global). Compiling that 67 MB
-    function costs each thread (the main one and every worker) 1.2-1.5 s of CPU, and reading and
-    hashing the 89 MB file costs more. The rewrite keeps, verbatim, every statement whose variable
-    the rest of the file mentions (48 of them) or that does not follow the rule below, and sets
-    `Module["_" + e]` for all the others in a loop; their variables, which nothing reads, are
-    dropped from the `var` list. The rule is checked here against the export section of
-    `lean.wasm`, statement by statement: `Module["_e"] = wasmExports["e"]` for a function export,
-    `.value` of it for a global export, for every export but the ones kept verbatim and
-    `__wasm_call_ctors`, which the original does not assign either.
+    function costs each thread (the main one and every worker) 1.2-1.5 s of CPU, reading and
+    hashing the 89 MB file costs more, and running even a loop that sets the `Module` properties
+    0.5 s more. The rewrite keeps, verbatim, every statement whose variable the rest of the file
+    mentions (48 of them) or that does not follow the rule below, and drops the others with their
+    variables: `Module` is read by literal names only, apart from its four handlers
+    (`check_module_uses`), so the dropped properties are read by nothing. The rule is checked here
+    against the export section of `lean.wasm`, statement by statement:
+    `_e = Module["_e"] = wasmExports["e"]` for a function export, `.value` of it for a global
+    export, for every export but the ones kept verbatim and `__wasm_call_ctors`, which the
+    original does not assign either.
     """
+    check_module_uses(source)
     head = source.find(ASSIGN_HEAD)
     if head < 0 or source.count(ASSIGN_HEAD) != 1 or source.count(ASSIGN_TAIL) != 1:
         raise ToolchainError("lean.js patch: expected exactly one assignWasmExports function; is this really "
@@ -175,7 +294,7 @@ def compact_export_assignment(source: str, export_kinds: dict[str, int]) -> str:
     rest = source[:declared_at] + source[tail:]
     mentioned = set(_IDENTIFIER.findall(rest))
     kept: list[str] = []
-    looped: set[str] = set()
+    dropped: set[str] = set()
     assigned: set[str] = set()
     for statement in statements:
         match = _ASSIGN.fullmatch(statement)
@@ -187,39 +306,34 @@ def compact_export_assignment(source: str, export_kinds: dict[str, int]) -> str:
         kind = export_kinds.get(export)
         follows_rule = variable == key == "_" + export and kind == (3 if dot_value else 0)
         if follows_rule and variable not in mentioned:
-            looped.add(variable)
+            dropped.add(variable)
         else:
             kept.append(statement)
     unassigned = set(export_kinds) - assigned - {"__indirect_function_table"}
     if unassigned != {"__wasm_call_ctors"}:
         raise ToolchainError(f"lean.js patch: unexpected exports without assignment: {sorted(unassigned)[:5]}")
-    skip = sorted({"__wasm_call_ctors"} | {e for e in export_kinds if "_" + e not in looped})
-    loop = (
-        f"var k3Skip=new Set({json.dumps(skip)});"
-        "for(var k3Name in wasmExports){if(k3Skip.has(k3Name))continue;var k3Export=wasmExports[k3Name];"
-        'Module["_"+k3Name]=typeof k3Export=="function"?k3Export:k3Export.value}'
-    )
-    variables = ",".join(name for name in declared if name not in looped)
-    return (
-        source[:declared_at] + f"var {variables};" + ASSIGN_HEAD + ";".join(kept) + ";" + loop + source[tail:]
-    )
+    variables = ",".join(name for name in declared if name not in dropped)
+    return source[:declared_at] + f"var {variables};" + ASSIGN_HEAD + ";".join(kept) + source[tail:]
 
 
 def patch_lean_js(source: str, export_kinds: dict[str, int]) -> str:
     """Return `source` with the start-up fixes, given the export section of the `lean.wasm` beside it.
 
     The symbol lookup through a `Map`, one pre-started worker, big worker stacks, the walk over
-    unresolved GOT entries only, and the compact export assignment (`compact_export_assignment`).
-    Each replaced statement must occur exactly once; otherwise the package is not the one this
-    patch was measured on, and we fail loudly rather than run an unknown variant.
+    unresolved GOT entries only, the lazy GOT, the export merge by `for…in`, and the compact
+    export assignment (`compact_export_assignment`). Each replaced statement must occur exactly
+    once; otherwise the package is not the one this patch was measured on, and we fail loudly
+    rather than run an unknown variant.
     """
     replacements = (
         (DLSYM_SCAN, DLSYM_MAP, "the __dlsym_js export scan"),
         (POOL_DEFAULT, POOL_ONE, "the pthread pool size"),
         (WORKER_DEFAULT, WORKER_BIG_STACK, "the pthread worker creation"),
-        (GOT_DECLARE, GOT_DECLARE_RECORDED, "the GOT declaration"),
+        (GOT_DECLARE, GOT_DECLARE_LAZY, "the GOT declaration"),
         (GOT_CREATE, GOT_CREATE_RECORDED, "the unresolved GOT entry creation"),
         (GOT_REPORT, GOT_REPORT_RECORDED, "the walk over unresolved GOT entries"),
+        (GOT_UPDATE, GOT_UPDATE_LAZY, "the GOT update"),
+        (MERGE_SYMBOLS, MERGE_SYMBOLS_LOOP, "the export merge"),
     )
     for old, _, what in replacements:
         count = source.count(old)
@@ -230,7 +344,9 @@ def patch_lean_js(source: str, export_kinds: dict[str, int]) -> str:
             )
     for old, new, _ in replacements:
         source = source.replace(old, new)
-    return compact_export_assignment(source, export_kinds)
+    patched = compact_export_assignment(source, export_kinds)
+    check_got_accesses(patched)
+    return patched
 
 
 def _native_lean() -> Path | None:
@@ -357,7 +473,7 @@ def install(force: bool = False) -> Toolchain:
         shutil.move(pkg / "lean.wasm", stage / "lean.wasm")
         original = (pkg / "lean.js").read_text()
         _say("patching lean.js (symbol lookup through a Map, one pre-started worker, 256 MB worker stacks, "
-             "compact export assignment) ...")
+             "lazy GOT, export merge by for…in, compact export assignment) ...")
         (stage / "lean.js").write_text(patch_lean_js(original, wasm_export_kinds((stage / "lean.wasm").read_bytes())))
         # Kept beside the patched file so tests can compare verdicts; lean.js finds lean.wasm
         # next to itself, so both variants share it.

@@ -32,8 +32,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(_STORE, ignore_errors=True)
 
 
+#: The session fixtures that run the full, uncached library build (directly or through it).
+LIBRARY_FIXTURES = ("library_build", "fresh_exports")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`gpu` tests are skipped where torch sees no CUDA device."""
+    """A test that uses the session's library build gets the marker `library` (so `scripts/test`
+    can run the other Lean tests beside the build); `gpu` tests are skipped where torch sees no
+    CUDA device."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in LIBRARY_FIXTURES):
+            item.add_marker(pytest.mark.library)
     import torch
 
     if not torch.cuda.is_available():

@@ -18,9 +18,13 @@ from k3spec.toolchain import (
     GOT_CREATE,
     GOT_CREATE_RECORDED,
     GOT_DECLARE,
-    GOT_DECLARE_RECORDED,
+    GOT_DECLARE_LAZY,
     GOT_REPORT,
     GOT_REPORT_RECORDED,
+    GOT_UPDATE,
+    GOT_UPDATE_LAZY,
+    MERGE_SYMBOLS,
+    MERGE_SYMBOLS_LOOP,
     POOL_DEFAULT,
     POOL_ONE,
     WORKER_BIG_STACK,
@@ -41,32 +45,33 @@ ASSIGN = (
     '_g=Module["_g"]=wasmExports["g"].value;_m=Module["_m"]=wasmExports["m"]}var wasmImports;f(_m);'
 )
 KINDS = {"__main_argc_argv": 0, "a": 0, "g": 3, "m": 0, "__wasm_call_ctors": 0}
-GOT = GOT_DECLARE + GOT_CREATE + GOT_REPORT
+GOT = GOT_DECLARE + GOT_CREATE + GOT_REPORT + GOT_UPDATE
+REST = f"{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{MERGE_SYMBOLS}"
 
 
 def test_patch_replaces_each_statement_once() -> None:
-    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c{WORKER_DEFAULT}d{GOT}{ASSIGN}"
+    source = f"a;{DLSYM_SCAN}b;{POOL_DEFAULT}c{WORKER_DEFAULT}d{GOT}{MERGE_SYMBOLS}{ASSIGN}"
     patched = toolchain.patch_lean_js(source, KINDS)
     assert patched.startswith(
-        f"a;{DLSYM_MAP}b;{POOL_ONE}c{WORKER_BIG_STACK}d{GOT_DECLARE_RECORDED}{GOT_CREATE_RECORDED}{GOT_REPORT_RECORDED}"
+        f"a;{DLSYM_MAP}b;{POOL_ONE}c{WORKER_BIG_STACK}d{GOT_DECLARE_LAZY}{GOT_CREATE_RECORDED}{GOT_REPORT_RECORDED}"
+        f"{GOT_UPDATE_LAZY}{MERGE_SYMBOLS_LOOP}"
     )
     assert patched.endswith(
         'x;var _main,_m,wasmTable;function assignWasmExports(wasmExports){_main=Module["_main"]=wasmExports['
-        '"__main_argc_argv"];_m=Module["_m"]=wasmExports["m"];var k3Skip=new Set(["__main_argc_argv", '
-        '"__wasm_call_ctors", "m"]);for(var k3Name in wasmExports){if(k3Skip.has(k3Name))continue;'
-        'var k3Export=wasmExports[k3Name];Module["_"+k3Name]=typeof k3Export=="function"?k3Export:k3Export.value}'
-        "}var wasmImports;f(_m);"
+        '"__main_argc_argv"];_m=Module["_m"]=wasmExports["m"]}var wasmImports;f(_m);'
     )
 
 
 @pytest.mark.parametrize(
     "source",
     [
-        f"{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{ASSIGN}",
-        f"{DLSYM_SCAN}{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{ASSIGN}",
-        f"{DLSYM_SCAN}{WORKER_DEFAULT}{GOT}{ASSIGN}",
-        f"{DLSYM_SCAN}{POOL_DEFAULT}{GOT}{ASSIGN}",
-        f"{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT_DECLARE}{GOT_REPORT}{ASSIGN}",
+        f"{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{MERGE_SYMBOLS}{ASSIGN}",
+        f"{DLSYM_SCAN}{REST}{ASSIGN}",
+        f"{DLSYM_SCAN}{WORKER_DEFAULT}{GOT}{MERGE_SYMBOLS}{ASSIGN}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}{GOT}{MERGE_SYMBOLS}{ASSIGN}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT_DECLARE}{GOT_REPORT}{GOT_UPDATE}{MERGE_SYMBOLS}{ASSIGN}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT_DECLARE}{GOT_CREATE}{GOT_REPORT}{MERGE_SYMBOLS}{ASSIGN}",
+        f"{DLSYM_SCAN}{POOL_DEFAULT}{WORKER_DEFAULT}{GOT}{ASSIGN}",
     ],
 )
 def test_patch_refuses_unknown_lean_js(source: str) -> None:
@@ -94,10 +99,34 @@ def test_compact_assignment_keeps_a_statement_off_the_rule() -> None:
     assert "var _main,_a,_m,wasmTable;" in patched
 
 
-#: Runs the original and the patched `assignWasmExports` of the installed `lean.js` on one fake
-#: exports object (a distinct function per function export, a `WebAssembly.Global` per global,
-#: from `lean.wasm`'s export section) and prints whether `Module` and every variable the patched
-#: file still declares come out identical.
+@pytest.mark.parametrize(
+    "use",
+    ['g(Module["_"+name])', "for(var k in Module)g(k)", "Object.keys(Module)", "ccall(name)", "callStbImage(f,p)"],
+)
+def test_compact_assignment_refuses_a_computed_read_of_module(use: str) -> None:
+    """Dropping the unread `Module["_e"]` relies on nothing reading `Module` by a computed name."""
+    source = ASSIGN.replace("f(_m);", f"f(_m);{use};")
+    with pytest.raises(ToolchainError, match="unexpected use of|callStbImage is called"):
+        toolchain.compact_export_assignment(source, KINDS)
+
+
+@pytest.mark.parametrize("use", ["Object.entries(GOT)", "for(var s in GOT)f(s)", "f(GOT)", "delete GOT[s]"])
+def test_patch_refuses_a_got_use_the_lazy_table_does_not_answer(use: str) -> None:
+    source = f"{REST}{use};{ASSIGN}"
+    with pytest.raises(ToolchainError, match="GOT"):
+        toolchain.patch_lean_js(source, KINDS)
+
+
+#: Runs pieces of the original and of the patched `lean.js` of the installed toolchain side by side
+#: on one fake exports object (a distinct function per function export, a `WebAssembly.Global` per
+#: global, from `lean.wasm`'s export section) and prints what came out the same:
+#: - `assignWasmExports`: every variable the patched file still declares, and every `Module`
+#:   property it still sets (the dropped ones are read by nothing: `check_module_uses`);
+#: - `mergeLibSymbols`: `wasmImports`, keys in order and values, with some names defined
+#:   beforehand, one of them a stub;
+#: - the GOT: entries created unresolved by `GOTHandler` first (as the instantiation does), then
+#:   `updateGOT` of the exports, then a `replace` update of some of them (as the TLS set-up does);
+#:   the `addFunction` calls in order, and what `GOT[name]` reads, for every name, afterwards.
 EQUIVALENCE_JS = r"""
 const fs = require("fs"), vm = require("vm");
 const [kindsFile, originalFile, patchedFile] = process.argv.slice(2);
@@ -108,32 +137,71 @@ kinds.forEach(([name, kind], i) => {
     : kind === 3 ? new WebAssembly.Global({ value: "i32", mutable: true }, i) : { table: i };
 });
 Object.freeze(exportsObj);
-function snippet(file) {
-  const s = fs.readFileSync(file, "utf8");
+const names = Object.keys(exportsObj);
+const defined = { [names[1]]: () => 1, [names[2]]: Object.assign(() => 2, { stub: true }), main: () => 3 };
+function between(s, start, end) {
+  const head = s.indexOf(start);
+  if (head < 0 || s.indexOf(start, head + 1) >= 0) throw new Error(`not exactly one ${start}`);
+  return s.slice(head, s.indexOf(end, head));
+}
+function assignment(s) {
   const head = s.indexOf("function assignWasmExports(wasmExports){");
   const tail = s.indexOf("}var wasmImports;", head) + 1;
-  const start = s.lastIndexOf(";", head - 2) + 1;
-  return s.slice(start, tail);
+  return s.slice(s.lastIndexOf(";", head - 2) + 1, tail);
 }
 function run(file) {
-  const context = vm.createContext({ Module: {}, wasmExports: exportsObj });
-  const code = snippet(file);
-  vm.runInContext(code + ";assignWasmExports(wasmExports);", context);
-  return [context, code];
+  const s = fs.readFileSync(file, "utf8");
+  const out = {};
+  const a = vm.createContext({ Module: {}, wasmExports: exportsObj });
+  out.assignCode = assignment(s);
+  vm.runInContext(out.assignCode + ";assignWasmExports(wasmExports);", a);
+  out.assign = a;
+  const m = vm.createContext({ wasmImports: { ...defined }, exportsObj });
+  vm.runInContext(between(s, "var isSymbolDefined=", "var createNamedFunction=")
+    + between(s, "var mergeLibSymbols=", "var asyncLoad=") + "mergeLibSymbols(exportsObj,'main');", m);
+  out.imports = m.wasmImports;
+  const calls = [], slots = new Map();
+  const g = vm.createContext({ exportsObj, calls, slots });
+  vm.runInContext(
+    "var addFunction=f=>{calls.push(f);if(!slots.has(f))slots.set(f,1000+slots.size);return slots.get(f)};"
+    + between(s, s.includes("var k3GotPending=") ? "var k3GotPending=" : "var GOT=", "var terminateWorker=") + between(s, "var isInternalSym=", "var updateTableMap=")
+    + between(s, "var updateGOT=", "var isImmutableGlobal="), g);
+  const early = names.filter((_, i) => i % 700 === 3).concat(["not_an_export"]);
+  out.early = early.map(n => vm.runInContext(`GOTHandler.get(new Set(),${JSON.stringify(n)})`, g));
+  vm.runInContext("updateGOT(exportsObj)", g);
+  const tls = Object.create(null);
+  names.filter((_, i) => i % 997 === 5).forEach((n, i) => {
+    tls[n] = new WebAssembly.Global({ value: "i32" }, 50000 + i);
+  });
+  g.tls = tls;
+  vm.runInContext("updateGOT(tls,true)", g);
+  out.calls = calls;
+  out.got = names.concat(["not_an_export", "constructor", "missing"]).map(n => {
+    const e = vm.runInContext(`GOT[${JSON.stringify(n)}]`, g);
+    return e === undefined ? null : typeof e === "function" ? "function" : e.value;
+  });
+  out.earlySame = early.every((n, i) => vm.runInContext(`GOT[${JSON.stringify(n)}]`, g) === out.early[i]);
+  return out;
 }
-const [orig] = run(originalFile);
-const [patched, code] = run(patchedFile);
-const keys = Object.keys(orig.Module);
-const same = keys.length === Object.keys(patched.Module).length
-  && keys.every(k => Object.is(orig.Module[k], patched.Module[k]));
-const declared = code.slice(4, code.indexOf(";function assignWasmExports")).split(",");
-const varsSame = declared.every(v => Object.is(orig[v], patched[v]));
-console.log(JSON.stringify({ moduleKeys: keys.length, same, declared: declared.length, varsSame }));
+const o = run(originalFile), p = run(patchedFile);
+const patchedKeys = Object.keys(p.assign.Module);
+const moduleSame = patchedKeys.every(k => Object.is(o.assign.Module[k], p.assign.Module[k]));
+const declared = p.assignCode.slice(4, p.assignCode.indexOf(";function assignWasmExports")).split(",");
+const varsSame = declared.every(v => Object.is(o.assign[v], p.assign[v]));
+const ik = Object.keys(o.imports), pk = Object.keys(p.imports);
+const importsSame = ik.length === pk.length && ik.every((k, i) => k === pk[i] && Object.is(o.imports[k], p.imports[k]));
+const callsSame = o.calls.length === p.calls.length && o.calls.every((f, i) => f === p.calls[i]);
+const gotSame = JSON.stringify(o.got) === JSON.stringify(p.got);
+console.log(JSON.stringify({
+  moduleKeys: Object.keys(o.assign.Module).length, patchedModuleKeys: patchedKeys.length, moduleSame,
+  declared: declared.length, varsSame, imports: ik.length, importsSame, calls: o.calls.length, callsSame,
+  gotEntries: o.got.filter(v => v !== null).length, gotSame, earlySame: o.earlySame && p.earlySame,
+}));
 """
 
 
 @pytest.mark.slow
-def test_compact_assignment_sets_what_the_original_sets(tc: toolchain.Toolchain, tmp_path: Path) -> None:
+def test_patched_start_up_sets_what_the_original_sets(tc: toolchain.Toolchain, tmp_path: Path) -> None:
     if tc.kind != "offline":
         pytest.skip("the patch only exists for the offline toolchain")
     assert tc.lean_js and tc.lean_js_unpatched and tc.node
@@ -147,9 +215,12 @@ def test_compact_assignment_sets_what_the_original_sets(tc: toolchain.Toolchain,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
-    assert result["same"] and result["varsSame"], result
-    assert result["moduleKeys"] > 200_000
+    assert result["moduleSame"] and result["varsSame"], result
+    assert result["moduleKeys"] > 200_000 and result["patchedModuleKeys"] < 1_000, result
     assert result["declared"] < 100
+    assert result["importsSame"] and result["imports"] > 200_000, result
+    assert result["callsSame"] and result["calls"] > 190_000, result
+    assert result["gotSame"] and result["earlySame"] and result["gotEntries"] > 200_000, result
 
 
 def test_debug_filter_keeps_only_lean_output() -> None:
