@@ -292,8 +292,9 @@ end MoE
 section Decoder
 
 /-- The widths and counts of a Kimi Linear model that the executable model reads (the same
-fields, in the same order). -/
-def _root_.KimiK3.KimiLinear.Dims.execDims (m : KimiK3.KimiLinear.Dims) : ModelDims :=
+fields, in the same order; reducible, so that widths such as `m.execDims.hidden` are `m.hidden` to
+`simp` and `rw`). -/
+abbrev _root_.KimiK3.KimiLinear.Dims.execDims (m : KimiK3.KimiLinear.Dims) : ModelDims :=
   ⟨m.vocab, m.hidden, m.kdaHeads, m.kdaKey, m.kdaValue, m.kdaConv, m.kdaRank, m.gateRank, m.mlaHeads,
    m.queryLatent, m.kvLatent, m.contentKey, m.sharedKey, m.mlaValue, m.denseHidden, m.expertHidden,
    m.sharedHidden, m.numRouted, m.active⟩
@@ -332,33 +333,27 @@ theorem Mixer.step_eq (mixer : Mixer α m.execDims) (s : MixerState α m.execDim
     ((mixer.step s x).1.toSpec, (mixer.step s x).2.toTensor) = mixer.toSpec.step s.toSpec x.toTensor := by
   cases mixer with
   | kda p l2Eps =>
-    have hz : (KDA.LayerState.zero (α := α) m.execDims.kda).toSpec =
-        KimiK3.KDA.LayerState.zero m.kda.toLayerDims :=
-      KDA.LayerState.zero_toSpec _
     cases s with
     | kda st =>
-      simp only [Mixer.step, Mixer.toSpec, KimiK3.KimiLinear.Mixer.step, MixerState.toSpec]
-      rw [← layerStep_eq]
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.kda (m := m) r.1, r.2)) (layerStep_eq p l2Eps st x)
     | mla cache =>
-      simp only [Mixer.step, Mixer.toSpec, KimiK3.KimiLinear.Mixer.step, MixerState.toSpec]
-      rw [← hz, ← layerStep_eq]
+      have h := layerStep_eq p l2Eps (KDA.LayerState.zero m.execDims.kda) x
+      rw [KDA.LayerState.zero_toSpec] at h
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.kda (m := m) r.1, r.2)) h
   | mla p scoreScale =>
     cases s with
     | kda st =>
-      simp only [Mixer.step, Mixer.toSpec, KimiK3.KimiLinear.Mixer.step, MixerState.toSpec]
-      rw [show ([] : KimiK3.GatedMLA.Cache α m.mla) = GatedMLA.cacheToSpec [] from rfl, ← MLA.step_eq]
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2)) (MLA.step_eq p scoreScale [] x)
     | mla cache =>
-      simp only [Mixer.step, Mixer.toSpec, KimiK3.KimiLinear.Mixer.step, MixerState.toSpec]
-      rw [← MLA.step_eq]
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2)) (MLA.step_eq p scoreScale cache x)
   | mlaDirect p hq scoreScale =>
     cases s with
     | kda st =>
-      simp only [Mixer.step, Mixer.toSpec, KimiK3.KimiLinear.Mixer.step, MixerState.toSpec]
-      rw [show ([] : KimiK3.GatedMLA.Cache α m.mla) = GatedMLA.cacheToSpec [] from rfl,
-        ← MLA.stepDirect_eq p hq]
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2))
+        (MLA.stepDirect_eq p hq scoreScale [] x)
     | mla cache =>
-      simp only [Mixer.step, Mixer.toSpec, KimiK3.KimiLinear.Mixer.step, MixerState.toSpec]
-      rw [← MLA.stepDirect_eq p hq]
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2))
+        (MLA.stepDirect_eq p hq scoreScale cache x)
 
 /-- **The executable MLP is `KimiLinear.Channel.forward`** (dense SwiGLU or the MoE block). -/
 theorem Channel.forward_eq (channel : Channel α m.execDims) (x : Arr α [m.hidden]) :
@@ -378,25 +373,30 @@ theorem mix_eq (layer : DecoderLayer α m.execDims) (s : MixerState α m.execDim
     ((layer.mix s x).1.toSpec, (layer.mix s x).2.toTensor) = layer.toSpec.mix s.toSpec x.toTensor := by
   have h := Mixer.step_eq layer.mixer s (Arr.rmsNorm layer.normEps x layer.inputNormScale)
   rw [Arr.toTensor_rmsNorm_seq] at h
-  simp only [mix, KimiK3.KimiLinear.DecoderLayer.mix, Seq.memoFn_eq, toSpec]
-  rw [← h]
-  congr 1
+  simp only [mix, KimiK3.KimiLinear.DecoderLayer.mix, Seq.memoFn_eq]
+  refine Prod.ext (congrArg Prod.fst h) ?_
   funext i
-  simp
+  have h2 := congrFun (congrArg Prod.snd h) i
+  simp only [Arr.toTensor_apply1, Arr.get_vec _ i.isLt] at h2 ⊢
+  exact congrArg (x.get i.val + ·) h2
 
 theorem mlp_eq (layer : DecoderLayer α m.execDims) (h : Arr α [m.hidden]) :
     (layer.mlp h).toTensor = layer.toSpec.mlp h.toTensor := by
   funext i
-  simp only [mlp, KimiK3.KimiLinear.DecoderLayer.mlp, Seq.memoFn_eq, toSpec, Arr.toTensor_apply1,
-    Arr.get_vec _ i.isLt]
-  rw [← Arr.toTensor_rmsNorm_seq, ← Channel.forward_eq, Arr.toTensor_apply1]
+  have hc := congrFun (Channel.forward_eq layer.channel (Arr.rmsNorm layer.normEps h layer.postNormScale)) i
+  rw [Arr.toTensor_rmsNorm_seq] at hc
+  simp only [mlp, KimiK3.KimiLinear.DecoderLayer.mlp, Seq.memoFn_eq, Arr.toTensor_apply1,
+    Arr.get_vec _ i.isLt] at hc ⊢
+  exact congrArg (h.get i.val + ·) hc
 
 /-- **One executable decoder-layer token is `KimiLinear.DecoderLayer.step`** (mixer state and
 output). -/
 theorem step_eq (layer : DecoderLayer α m.execDims) (s : MixerState α m.execDims) (x : Arr α [m.hidden]) :
     ((layer.step s x).1.toSpec, (layer.step s x).2.toTensor) = layer.toSpec.step s.toSpec x.toTensor := by
-  simp only [step, KimiK3.KimiLinear.DecoderLayer.step]
-  rw [← mix_eq, mlp_eq]
+  have h := mix_eq layer s x
+  refine Prod.ext (congrArg Prod.fst h) ?_
+  show (layer.mlp (layer.mix s x).2).toTensor = layer.toSpec.mlp (layer.toSpec.mix s.toSpec x.toTensor).2
+  rw [mlp_eq, ← congrArg Prod.snd h]
 
 /-- **The executable decoder layer over a sequence is `KimiLinear.DecoderLayer.forward`.** -/
 theorem forward_eq (layer : DecoderLayer α m.execDims) (xs : List (Arr α [m.hidden])) :
@@ -404,7 +404,7 @@ theorem forward_eq (layer : DecoderLayer α m.execDims) (xs : List (Arr α [m.hi
   unfold forward KimiK3.KimiLinear.DecoderLayer.forward
   have h := scan_map layer.step layer.toSpec.step MixerState.toSpec Arr.toTensor Arr.toTensor
     (fun s x => step_eq layer s x) layer.mixer.initialState xs
-  rw [Mixer.initialState_eq, scan_eq_run] at h
+  rw [Mixer.initialState_eq, scan_eq_run layer.toSpec.step] at h
   exact congrArg Prod.snd h
 
 end DecoderLayer
@@ -444,9 +444,12 @@ theorem layersToken_eq (model : Model α m.execDims) (states : State α m.execDi
 theorem step_eq (model : Model α m.execDims) (states : State α m.execDims) (token : Fin m.vocab) :
     (stateToSpec (model.step states token.val).1, (model.step states token.val).2.toTensor) =
       model.toSpec.step (stateToSpec states) token := by
-  simp only [step, KimiK3.KimiLinear.Model.step]
-  rw [show model.toSpec.embedding token = (Arr.row model.embedding token.val).toTensor from
-    (Arr.toTensor_row model.embedding token).symm, ← layersToken_eq, readout_eq]
+  have h := layersToken_eq model states (Arr.row model.embedding token.val)
+  rw [Arr.toTensor_row] at h
+  refine Prod.ext (congrArg Prod.snd h) ?_
+  show (model.readout (model.layersToken states (Arr.row model.embedding token.val)).1).toTensor =
+    model.toSpec.readout (model.toSpec.layersToken (stateToSpec states) (model.embedding.toTensor token)).1
+  rw [readout_eq, ← congrArg Prod.fst h]
 
 /-- **Executable token-by-token evaluation is `KimiLinear.Model.run`**: the final state and the
 logits of every token. -/
