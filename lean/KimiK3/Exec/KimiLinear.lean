@@ -374,7 +374,7 @@ theorem mix_eq (layer : DecoderLayer α m.execDims) (s : MixerState α m.execDim
   have h := Mixer.step_eq layer.mixer s (Arr.rmsNorm layer.normEps x layer.inputNormScale)
   rw [Arr.toTensor_rmsNorm_seq] at h
   simp only [mix, KimiK3.KimiLinear.DecoderLayer.mix, Seq.memoFn_eq]
-  refine Prod.ext (congrArg Prod.fst h) ?_
+  refine Prod.ext (congrArg Prod.fst h :) ?_
   funext i
   have h2 := congrFun (congrArg Prod.snd h) i
   simp only [Arr.toTensor_apply1, Arr.get_vec _ i.isLt] at h2 ⊢
@@ -394,7 +394,7 @@ output). -/
 theorem step_eq (layer : DecoderLayer α m.execDims) (s : MixerState α m.execDims) (x : Arr α [m.hidden]) :
     ((layer.step s x).1.toSpec, (layer.step s x).2.toTensor) = layer.toSpec.step s.toSpec x.toTensor := by
   have h := mix_eq layer s x
-  refine Prod.ext (congrArg Prod.fst h) ?_
+  refine Prod.ext (congrArg Prod.fst h :) ?_
   show (layer.mlp (layer.mix s x).2).toTensor = layer.toSpec.mlp (layer.toSpec.mix s.toSpec x.toTensor).2
   rw [mlp_eq, ← congrArg Prod.snd h]
 
@@ -446,7 +446,7 @@ theorem step_eq (model : Model α m.execDims) (states : State α m.execDims) (to
       model.toSpec.step (stateToSpec states) token := by
   have h := layersToken_eq model states (Arr.row model.embedding token.val)
   rw [Arr.toTensor_row] at h
-  refine Prod.ext (congrArg Prod.snd h) ?_
+  refine Prod.ext (congrArg Prod.snd h :) ?_
   show (model.readout (model.layersToken states (Arr.row model.embedding token.val)).1).toTensor =
     model.toSpec.readout (model.toSpec.layersToken (stateToSpec states) (model.embedding.toTensor token)).1
   rw [readout_eq, ← congrArg Prod.fst h]
