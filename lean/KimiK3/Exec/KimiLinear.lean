@@ -22,7 +22,12 @@ For every `[Scalar α]`:
   (`Exec.GatedMLA`);
 * MoE: `swiglu_eq`, `swigluForward_eq`, `routedOutput_eq`, `forward_eq` (any route whose entries
   are expert indices), `route_eq`, **`forwardAuto_eq`** (`KimiLinear.MoE.forwardAuto`); router
-  and top-`k` are K3's (`Exec.Channel`).
+  and top-`k` are K3's (`Exec.Channel`);
+* the decoder layer and the model (`KimiLinear/Decoder.lean`), at `m.execDims` for a reference
+  `m : KimiLinear.Dims`: `Mixer.initialState_eq`, **`Mixer.step_eq`**, **`Channel.forward_eq`**,
+  `DecoderLayer.mix_eq`, `mlp_eq`, **`DecoderLayer.step_eq`**, **`DecoderLayer.forward_eq`**,
+  `Model.initialState_eq`, `readout_eq`, `layersToken_eq`, **`Model.step_eq`**, **`Model.run_eq`**,
+  **`Model.logits_eq`** (`KimiLinear.Model.logits`); the loop over layers is K3's (`scanLayers_map`).
 -/
 
 @[expose] public section
