@@ -3,12 +3,12 @@
 
 The spec leg is pybridge's variant (`torch_outputs`, kept with `--no-pybridge` too:
 `spec_is_pybridge`), built from a hub-form `config.json` (`hub_config`) through pybridge's config
-reader. The three layers have a Lean leg: the executable specification `Exec.KimiLinear`
-(templates `kimi_linear_{kda,mla,moe}.lean.j2`; `Exec.KimiLinear.layerForward_eq`,
-`MLA.forward_eq`/`forwardDirect_eq`, `MoE.forwardAuto_eq`: equal to the reference definitions of
-`KimiK3.KimiLinear`) on row 0 of the case, its weights moved from the hub's `[out, in]` layout to the
-spec's `[in, out]` one (`lean_case`) and its configuration read from the hub config here
-(`lean_config`); the whole model has none (`lean_why_not`: the Lean variant has no decoder layer).
+reader. Every component has a Lean leg: the executable specification `Exec.KimiLinear`
+(templates `kimi_linear_{kda,mla,moe,model}.lean.j2`; `Exec.KimiLinear.layerForward_eq`,
+`MLA.forward_eq`/`forwardDirect_eq`, `MoE.forwardAuto_eq`, `Model.logits_eq`: equal to the reference
+definitions of `KimiK3.KimiLinear`) on row 0 of the case, its weights moved from the hub's `[out, in]`
+layout to the spec's `[in, out]` one (`kda_spec`, `mla_spec`, `moe_spec`, `lean_case`) and its
+configuration and layer schedule read from the hub config here (`lean_config`, `lean_layers`).
 There is no NumPy leg. An adapter (`--impl kimi-linear`, transformers' own layers) is compared with
 pybridge's variant and the Lean leg: at float64, and at float32 on the case rounded to float32
 against pybridge's variant in float64 on the same rounded values (`adapters.legs.lowp_checks`; the
@@ -47,8 +47,6 @@ TINY = {
                            "kda_layers": [1, 2, 4], "full_attn_layers": [3]},
 }
 KDA_LAYER, MLA_LAYER, MOE_LAYER = 0, 2, 1
-LEAN_WHY_NOT = ("no template: no Lean leg for the whole Kimi Linear model (the Lean variant has its layers, no "
-                "decoder layer; legs: pybridge's variant and the adapters)")
 #: the constants transformers 5.23 hard-codes for the variant (k3-spec §7), read by the Lean leg:
 #: the L2-norm ε of q and k (`l2norm`, 1e-6) and the MLA latent RMSNorm ε (`KimiLinearAttention`, 1e-6)
 L2_EPS, LATENT_EPS = 1e-6, 1e-6
@@ -75,6 +73,82 @@ def random_block(module: torch.nn.Module, seed: int) -> dict[str, np.ndarray]:
 
     init_random_(module.double(), seed)
     return {k: to_np(v) for k, v in module.state_dict().items()}
+
+
+def contiguous(spec: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The Lean case's tensors, C-contiguous (the packed array is written row-major)."""
+    return {k: np.ascontiguousarray(v) for k, v in spec.items()}
+
+
+def kda_spec(t: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """A KDA block's weights (hub names relative to the block) in the spec's layout
+    (`KimiLinear.LayerParams`), and its sizes: projections `[D, H, n]`, convolutions `[W, H, n]`
+    (oldest tap first), `dt_bias [H, K]`, `A_log [H]`, gate `[D, r]`, `[r, H, V]`, output `[H, V, D]`."""
+    la = TINY["linear_attn_config"]
+    H, K, W = la["num_heads"], la["head_dim"], la["short_conv_kernel_size"]
+    D, V, R = TINY["hidden_size"], la["head_dim"], t["f_a_proj.weight"].shape[0]
+    G = t["g_a_proj.weight"].shape[0]
+
+    def proj(name: str, n: int) -> np.ndarray:  # [H n, D] -> [D, H, n]
+        return t[name].T.reshape(D, H, n)
+
+    def conv(name: str, n: int) -> np.ndarray:  # [H n, 1, W] -> [W, H, n]
+        return t[name][:, 0, :].T.reshape(W, H, n)
+
+    spec = {
+        "query_proj": proj("q_proj.weight", K), "key_proj": proj("k_proj.weight", K),
+        "value_proj": proj("v_proj.weight", V), "query_conv": conv("q_conv1d.weight", K),
+        "key_conv": conv("k_conv1d.weight", K), "value_conv": conv("v_conv1d.weight", V),
+        "decay_down": t["f_a_proj.weight"].T, "decay_up": t["f_b_proj.weight"].T.reshape(R, H, K),
+        "decay_bias": t["dt_bias"].reshape(H, K), "decay_log_rate": t["A_log"].reshape(H),
+        "beta_proj": t["b_proj.weight"].T, "gate_down": t["g_a_proj.weight"].T,
+        "gate_up": t["g_b_proj.weight"].T.reshape(G, H, V), "out_norm_scale": t["o_norm.weight"],
+        "output_proj": t["o_proj.weight"].T.reshape(H, V, D),
+    }
+    return spec, {"D": D, "H": H, "K": K, "V": V, "W": W, "R": R, "G": G}
+
+
+def mla_spec(t: dict[str, np.ndarray], Lq: int) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """An MLA block's weights in the spec's layout (`GatedMLA.Params`, gate unread), and its
+    sizes: `kv_a_proj_with_mqa` split into `kv_down [D, Lkv]` and `shared_key_down [D, R]`,
+    `kv_b_proj` into `key_up [H, Lkv, C]` and `value_up [H, Lkv, V]`, the query's up projection
+    (`q_proj`, or `q_b_proj` after `q_a_proj`) into `query_content_up [H, L, C]` and
+    `query_shared_up [H, L, R]`, `o_proj` as `[H, V, D]`. `Lq = 0` (`q_proj`): the direct-query
+    path, with the query latent width `L = D` and no query-down weights (`sizes["direct"] = 1`)."""
+    D, H, Lkv = TINY["hidden_size"], TINY["num_attention_heads"], TINY["kv_lora_rank"]
+    C, R, V = TINY["qk_nope_head_dim"], TINY["qk_rope_head_dim"], TINY["v_head_dim"]
+    L = Lq or D
+    q_up = (t["q_b_proj.weight"] if Lq else t["q_proj.weight"]).T.reshape(L, H, C + R).transpose(1, 0, 2)
+    kv_up = t["kv_b_proj.weight"].T.reshape(Lkv, H, C + V).transpose(1, 0, 2)
+    kv_a = t["kv_a_proj_with_mqa.weight"]
+    spec = {
+        "kv_down": kv_a[:Lkv].T, "kv_norm_scale": t["kv_a_layernorm.weight"], "shared_key_down": kv_a[Lkv:].T,
+        "query_content_up": q_up[:, :, :C], "query_shared_up": q_up[:, :, C:],
+        "key_up": kv_up[:, :, :C], "value_up": kv_up[:, :, C:],
+        "output_weight": t["o_proj.weight"].T.reshape(H, V, D),
+    }
+    if Lq:
+        spec |= {"query_down": t["q_a_proj.weight"].T, "query_norm_scale": t["q_a_layernorm.weight"]}
+    return spec, {"D": D, "H": H, "Lq": L, "Lkv": Lkv, "C": C, "R": R, "V": V, "direct": int(not Lq)}
+
+
+def moe_spec(t: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """An MoE block's weights in the spec's layout (`KimiLinear.MoE`), and its sizes: each expert's
+    `w1`, `w3`, `w2` as gate `[D, h]`, up `[D, h]`, down `[h, D]`, stacked over experts; the router
+    `[D, E]`."""
+    E = TINY["num_experts"]
+
+    def stack(w: str) -> np.ndarray:
+        return np.stack([t[f"experts.{e}.{w}.weight"].T for e in range(E)])
+
+    spec = {
+        "shared_gate": t["shared_experts.gate_proj.weight"].T, "shared_up": t["shared_experts.up_proj.weight"].T,
+        "shared_down": t["shared_experts.down_proj.weight"].T, "router_weight": t["gate.weight"].T,
+        "router_bias": t["gate.e_score_correction_bias"], "expert_gate": stack("w1"), "expert_up": stack("w3"),
+        "expert_down": stack("w2"),
+    }
+    return spec, {"d": TINY["hidden_size"], "h": TINY["moe_intermediate_size"], "E": E,
+                  "hs": TINY["moe_intermediate_size"] * TINY["num_shared_experts"], "k": TINY["num_experts_per_token"]}
 
 
 class KimiLinearComponent(Component):
@@ -174,32 +248,10 @@ class KimiLinearKDAComponent(KimiLinearComponent):
         return KimiLinearKDA(self.config(sizes))
 
     def lean_case(self, case):
-        """Row 0's tokens and the weights in the spec's layout (`KimiLinear.LayerParams`): projections
-        `[D, H, n]`, convolutions `[W, H, n]` (oldest tap first), `dt_bias [H, K]`, `A_log [H]`,
-        gate `[D, r]`, `[r, H, V]`, output `[H, V, D]`."""
-        t, la = case.tensors, TINY["linear_attn_config"]
-        H, K, W = la["num_heads"], la["head_dim"], la["short_conv_kernel_size"]
-        D, V, R = TINY["hidden_size"], la["head_dim"], t["f_a_proj.weight"].shape[0]
-        G = t["g_a_proj.weight"].shape[0]
-
-        def proj(name: str, n: int) -> np.ndarray:  # [H n, D] -> [D, H, n]
-            return t[name].T.reshape(D, H, n)
-
-        def conv(name: str, n: int) -> np.ndarray:  # [H n, 1, W] -> [W, H, n]
-            return t[name][:, 0, :].T.reshape(W, H, n)
-
-        spec = {
-            "query_proj": proj("q_proj.weight", K), "key_proj": proj("k_proj.weight", K),
-            "value_proj": proj("v_proj.weight", V), "query_conv": conv("q_conv1d.weight", K),
-            "key_conv": conv("k_conv1d.weight", K), "value_conv": conv("v_conv1d.weight", V),
-            "decay_down": t["f_a_proj.weight"].T, "decay_up": t["f_b_proj.weight"].T.reshape(R, H, K),
-            "decay_bias": t["dt_bias"].reshape(H, K), "decay_log_rate": t["A_log"].reshape(H),
-            "beta_proj": t["b_proj.weight"].T, "gate_down": t["g_a_proj.weight"].T,
-            "gate_up": t["g_b_proj.weight"].T.reshape(G, H, V), "out_norm_scale": t["o_norm.weight"],
-            "output_proj": t["o_proj.weight"].T.reshape(H, V, D), "xs": t["xs"][0],
-        }
-        sizes = {"D": D, "H": H, "K": K, "V": V, "W": W, "R": R, "G": G, "T": case.sizes["T"]}
-        return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
+        """Row 0's tokens and the weights in the spec's layout (`kda_spec`)."""
+        spec, sizes = kda_spec(case.tensors)
+        spec["xs"] = case.tensors["xs"][0]
+        return dataclasses.replace(case, sizes={**sizes, "T": case.sizes["T"]}, tensors=contiguous(spec))
 
     def error_model(self, sizes):
         T, K, D = sizes["T"], sizes.get("K", TINY["linear_attn_config"]["head_dim"]), sizes.get("D", TINY["hidden_size"])
@@ -223,31 +275,10 @@ class KimiLinearMLAComponent(KimiLinearComponent):
         return KimiLinearMLA(self.config(sizes))
 
     def lean_case(self, case):
-        """Row 0's tokens and the weights in the spec's layout (`GatedMLA.Params`, gate unread):
-        `kv_a_proj_with_mqa` split into `kv_down [D, Lkv]` and `shared_key_down [D, R]`, `kv_b_proj`
-        into `key_up [H, Lkv, C]` and `value_up [H, Lkv, V]`, the query's up projection (`q_proj`,
-        or `q_b_proj` after `q_a_proj`) into `query_content_up [H, L, C]` and `query_shared_up
-        [H, L, R]`, `o_proj` as `[H, V, D]`. `Lq = 0` (`q_proj`): the direct-query path, with the
-        query latent width `L = D` and no query-down weights (`sizes["direct"] = 1`)."""
-        t, Lq = case.tensors, case.sizes.get("Lq", 0)
-        D, H, Lkv = TINY["hidden_size"], TINY["num_attention_heads"], TINY["kv_lora_rank"]
-        C, R, V = TINY["qk_nope_head_dim"], TINY["qk_rope_head_dim"], TINY["v_head_dim"]
-        L = Lq or D
-        q_up = (t["q_b_proj.weight"] if Lq else t["q_proj.weight"]).T.reshape(L, H, C + R).transpose(1, 0, 2)
-        kv_up = t["kv_b_proj.weight"].T.reshape(Lkv, H, C + V).transpose(1, 0, 2)
-        kv_a = t["kv_a_proj_with_mqa.weight"]
-        spec = {
-            "kv_down": kv_a[:Lkv].T, "kv_norm_scale": t["kv_a_layernorm.weight"], "shared_key_down": kv_a[Lkv:].T,
-            "query_content_up": q_up[:, :, :C], "query_shared_up": q_up[:, :, C:],
-            "key_up": kv_up[:, :, :C], "value_up": kv_up[:, :, C:],
-            "output_weight": t["o_proj.weight"].T.reshape(H, V, D),
-            "xs": t["xs"][0],
-        }
-        if Lq:
-            spec |= {"query_down": t["q_a_proj.weight"].T, "query_norm_scale": t["q_a_layernorm.weight"]}
-        sizes = {"D": D, "H": H, "Lq": L, "Lkv": Lkv, "C": C, "R": R, "V": V, "T": case.sizes["T"],
-                 "direct": int(not Lq)}
-        return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
+        """Row 0's tokens and the weights in the spec's layout (`mla_spec`)."""
+        spec, sizes = mla_spec(case.tensors, case.sizes.get("Lq", 0))
+        spec["xs"] = case.tensors["xs"][0]
+        return dataclasses.replace(case, sizes={**sizes, "T": case.sizes["T"]}, tensors=contiguous(spec))
 
     def error_model(self, sizes):
         D, T, Lkv = sizes.get("D", TINY["hidden_size"]), sizes["T"], sizes.get("Lkv", TINY["kv_lora_rank"])
@@ -270,23 +301,10 @@ class KimiLinearMoEComponent(KimiLinearComponent):
         return RoutedScalingMoE(self.config(sizes))
 
     def lean_case(self, case):
-        """Every token, the weights in the spec's layout (`KimiLinear.MoE`): each expert's `w1`, `w3`,
-        `w2` as gate `[D, h]`, up `[D, h]`, down `[h, D]`, stacked over experts; the router `[D, E]`."""
-        t, E = case.tensors, TINY["num_experts"]
-
-        def stack(w: str) -> np.ndarray:
-            return np.stack([t[f"experts.{e}.{w}.weight"].T for e in range(E)])
-
-        spec = {
-            "shared_gate": t["shared_experts.gate_proj.weight"].T, "shared_up": t["shared_experts.up_proj.weight"].T,
-            "shared_down": t["shared_experts.down_proj.weight"].T, "router_weight": t["gate.weight"].T,
-            "router_bias": t["gate.e_score_correction_bias"], "expert_gate": stack("w1"), "expert_up": stack("w3"),
-            "expert_down": stack("w2"), "x": t["x"],
-        }
-        sizes = {"d": TINY["hidden_size"], "h": TINY["moe_intermediate_size"], "E": E,
-                 "hs": TINY["moe_intermediate_size"] * TINY["num_shared_experts"], "k": TINY["num_experts_per_token"],
-                 "N": t["x"].shape[0]}
-        return dataclasses.replace(case, sizes=sizes, tensors={k: np.ascontiguousarray(v) for k, v in spec.items()})
+        """Every token, the weights in the spec's layout (`moe_spec`)."""
+        spec, sizes = moe_spec(case.tensors)
+        spec["x"] = case.tensors["x"]
+        return dataclasses.replace(case, sizes={**sizes, "N": case.tensors["x"].shape[0]}, tensors=contiguous(spec))
 
     def lean_slice(self, case, out):
         return out
@@ -311,8 +329,7 @@ class KimiLinearMoEComponent(KimiLinearComponent):
 
 class KimiLinearModelComponent(KimiLinearComponent):
     name = "kimi_linear_model"
-    lean_default = False
-    lean_why_not = LEAN_WHY_NOT
+    template = "kimi_linear_model"
     summary = "the whole tiny Kimi Linear model (3 KDA + 1 MLA layer, dense + MoE): prefill logits (pybridge variant)"
     kinds = {"random": "random token ids, the seeded tiny model"}
     default_sizes = {"B": 2, "T": 7, "Lq": 0}
@@ -346,6 +363,55 @@ class KimiLinearModelComponent(KimiLinearComponent):
                 logits, cache = m(ids[:, t : t + 1], cache)
                 steps.append(logits)
             return {"pybridge": {"logits": to_np(m(ids)[0])}, "pybridge decode": {"logits": to_np(torch.cat(steps, 1))}}
+
+    def lean_layers(self) -> list[dict]:
+        """The layer schedule the Lean leg builds, read from the hub config (`hub_config`, not
+        pybridge's reader): 0-based layer `i` is MLA iff `i + 1` is in
+        `linear_attn_config.full_attn_layers`, else KDA; dense iff `i < first_k_dense_replace`."""
+        d = hub_config()
+        la = d["linear_attn_config"]
+        return [{"index": i, "mixer": "mla" if i + 1 in la["full_attn_layers"] else "kda",
+                 "mlp": "dense" if i < d["first_k_dense_replace"] else "moe"} for i in range(d["num_hidden_layers"])]
+
+    def lean_case(self, case):
+        """Row 0's token ids and every weight of the seeded model in the spec's layout
+        (`KimiLinear.Model`): layer `i`'s tensors prefixed `l{i}_` (`kda_spec`, `mla_spec`, `moe_spec`,
+        the dense MLP as gate `[D, I]`, up `[D, I]`, down `[I, D]`, the two pre-norm gains), the
+        embedding `[vocab, D]`, the final norm gain and the head `[D, vocab]` (`lm_head`
+        transposed)."""
+        sd = {k: to_np(v) for k, v in self.hub_tensors(case.tensors).items()}
+        spec: dict[str, np.ndarray] = {"embedding": sd["model.embed_tokens.weight"]}
+        sizes: dict[str, int] = {}
+        for layer in self.lean_layers():
+            pre, p = f"model.layers.{layer['index']}.", f"l{layer['index']}_"
+            block = {k[len(pre):]: v for k, v in sd.items() if k.startswith(pre)}
+            attn = {k[len("self_attn."):]: v for k, v in block.items() if k.startswith("self_attn.")}
+            mixer, mixer_sizes = kda_spec(attn) if layer["mixer"] == "kda" else mla_spec(attn, case.sizes.get("Lq", 0))
+            sizes |= {("M" + k if layer["mixer"] == "mla" else k): n for k, n in mixer_sizes.items()}
+            if layer["mlp"] == "moe":
+                moe = {k[len("block_sparse_moe."):]: v for k, v in block.items() if k.startswith("block_sparse_moe.")}
+                mlp, mlp_sizes = moe_spec(moe)
+                sizes |= mlp_sizes
+            else:
+                mlp = {"dense_gate": block["mlp.gate_proj.weight"].T, "dense_up": block["mlp.up_proj.weight"].T,
+                       "dense_down": block["mlp.down_proj.weight"].T}
+            spec |= {p + k: v for k, v in (mixer | mlp).items()}
+            spec |= {p + "input_norm": block["input_layernorm.weight"], p + "post_norm": block["post_attention_layernorm.weight"]}
+        spec |= {"final_norm": sd["model.norm.weight"], "head": sd["lm_head.weight"].T, "ids": case.tensors["ids"][0]}
+        sizes |= {"vocab": TINY["vocab_size"], "I": TINY["intermediate_size"], "T": case.sizes["T"]}
+        return dataclasses.replace(case, sizes=sizes, tensors=contiguous(spec))
+
+    def lean_context(self, case):
+        """`cfg`, the layer schedule (`lean_layers`) and row 0's token ids (`tokens`, as Lean `Nat`
+        literals; `ids` of the Lean case)."""
+        tokens = [int(i) for i in case.tensors["ids"]]
+        return {**super().lean_context(case), "layers": self.lean_layers(), "tokens": tokens}
+
+    def lean_slice(self, case, out):
+        return {"logits": out["logits"][0]}
+
+    def lean_output_shapes(self, case):
+        return {"logits": (case.sizes["T"], TINY["vocab_size"])}
 
     def lowp_checks(self, case, dtype, device):
         return []  # the whole model has no single-stage error budget (its layers are checked one by one)

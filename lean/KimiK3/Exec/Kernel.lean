@@ -1267,6 +1267,214 @@ end MoE
 
 end MoE
 
+/-! ### The decoder layer and the model -/
+
+/-- The widths and counts of a Kimi Linear model, array-backed (as `KimiLinear.Dims`, same
+order). -/
+structure ModelDims where
+  /-- `vocab_size`. -/
+  vocab : Nat
+  /-- `hidden_size`. -/
+  hidden : Nat
+  /-- KDA heads. -/
+  kdaHeads : Nat
+  /-- KDA key width. -/
+  kdaKey : Nat
+  /-- KDA value width. -/
+  kdaValue : Nat
+  /-- KDA convolution length. -/
+  kdaConv : Nat
+  /-- KDA decay rank. -/
+  kdaRank : Nat
+  /-- KDA output-gate rank. -/
+  gateRank : Nat
+  /-- MLA heads. -/
+  mlaHeads : Nat
+  /-- MLA query latent width (`hidden` on the direct-query path). -/
+  queryLatent : Nat
+  /-- MLA KV latent width. -/
+  kvLatent : Nat
+  /-- MLA content key width. -/
+  contentKey : Nat
+  /-- MLA shared key width. -/
+  sharedKey : Nat
+  /-- MLA value width. -/
+  mlaValue : Nat
+  /-- Dense MLP hidden width. -/
+  denseHidden : Nat
+  /-- Routed-expert hidden width. -/
+  expertHidden : Nat
+  /-- Shared-MLP hidden width. -/
+  sharedHidden : Nat
+  /-- Routed experts. -/
+  numRouted : Nat
+  /-- Active routed experts (top-k). -/
+  active : Nat
+
+namespace ModelDims
+
+/-- K3's KDA layer dimensions of the KDA layers (as `KimiLinear.Dims.kda` without the gate
+rank). -/
+def kda (m : ModelDims) : KimiK3.KDA.LayerDims :=
+  ⟨m.hidden, m.kdaHeads, m.kdaKey, m.kdaValue, m.kdaConv, m.kdaRank⟩
+
+/-- The MLA dimensions (as `KimiLinear.Dims.mla`). -/
+def mla (m : ModelDims) : KimiK3.GatedMLA.Dims :=
+  ⟨m.hidden, m.mlaHeads, m.queryLatent, m.kvLatent, m.contentKey, m.sharedKey, m.mlaValue⟩
+
+end ModelDims
+
+/-- The sequence mixer of a decoder layer, array-backed (as `KimiLinear.Mixer`). -/
+inductive Mixer (α : Type) (m : ModelDims) where
+  /-- A KDA layer with the L2-norm ε. -/
+  | kda (params : LayerParams α m.kda m.gateRank) (l2Eps : α)
+  /-- An MLA layer with the low-rank query and its score scale. -/
+  | mla (params : GatedMLA.Params α m.mla) (scoreScale : α)
+  /-- An MLA layer with the direct query (`queryLatent = hidden`) and its score scale. -/
+  | mlaDirect (params : GatedMLA.Params α m.mla) (hq : m.queryLatent = m.hidden) (scoreScale : α)
+
+/-- The causal state of a mixer, array-backed (as `KimiLinear.MixerState`). -/
+inductive MixerState (α : Type) (m : ModelDims) where
+  /-- The state of a KDA layer. -/
+  | kda (state : KDA.LayerState α m.kda)
+  /-- The cache of an MLA layer. -/
+  | mla (cache : GatedMLA.Cache α m.mla)
+
+/-- The MLP of a decoder layer, array-backed (as `KimiLinear.Channel`). -/
+inductive Channel (α : Type) (m : ModelDims) where
+  /-- The dense SwiGLU MLP. -/
+  | dense (expert : Expert α m.hidden m.denseHidden m.hidden)
+  /-- The MoE block with `active ≤ numRouted`. -/
+  | moe (block : MoE α m.hidden m.expertHidden m.sharedHidden m.numRouted) (hActive : m.active ≤ m.numRouted)
+
+/-- A Kimi Linear decoder layer, array-backed (as `KimiLinear.DecoderLayer`). -/
+structure DecoderLayer (α : Type) (m : ModelDims) where
+  /-- The sequence mixer. -/
+  mixer : Mixer α m
+  /-- The MLP. -/
+  channel : Channel α m
+  /-- Gain of the mixer's pre-norm. -/
+  inputNormScale : Arr α [m.hidden]
+  /-- Gain of the MLP's pre-norm. -/
+  postNormScale : Arr α [m.hidden]
+  /-- The ε of both pre-norms. -/
+  normEps : α
+
+/-- The Kimi Linear language model, array-backed (as `KimiLinear.Model`). -/
+structure Model (α : Type) (m : ModelDims) where
+  /-- Token embedding table `[vocab, d]`. -/
+  embedding : Arr α [m.vocab, m.hidden]
+  /-- The decoder layers, first layer first. -/
+  layers : List (DecoderLayer α m)
+  /-- Gain of the final RMSNorm. -/
+  finalNormScale : Arr α [m.hidden]
+  /-- The vocabulary head `[d, vocab]`. -/
+  head : Arr α [m.hidden, m.vocab]
+  /-- The ε of the final RMSNorm. -/
+  normEps : α
+
+section Decoder
+
+variable [Scalar α] {m : ModelDims}
+
+/-- The state before the first token (as `KimiLinear.Mixer.initialState`). -/
+def Mixer.initialState : Mixer α m → MixerState α m
+  | .kda .. => .kda (KDA.LayerState.zero m.kda)
+  | .mla .. => .mla []
+  | .mlaDirect .. => .mla []
+
+/-- **One token of a mixer** (k3-spec §7, as `KimiLinear.Mixer.step`). -/
+def Mixer.step (mixer : Mixer α m) (s : MixerState α m) (x : Arr α [m.hidden]) :
+    MixerState α m × Arr α [m.hidden] :=
+  match mixer with
+  | .kda p l2Eps =>
+    let st := match s with
+      | .kda st => st
+      | .mla _ => KDA.LayerState.zero m.kda
+    let r := layerStep p l2Eps st x
+    (.kda r.1, r.2)
+  | .mla p scoreScale =>
+    let cache := match s with
+      | .kda _ => []
+      | .mla cache => cache
+    let r := MLA.step p scoreScale cache x
+    (.mla r.1, r.2)
+  | .mlaDirect p _ scoreScale =>
+    let cache := match s with
+      | .kda _ => []
+      | .mla cache => cache
+    let r := MLA.stepDirect p scoreScale cache x
+    (.mla r.1, r.2)
+
+/-- The MLP's output (as `KimiLinear.Channel.forward`). -/
+def Channel.forward (channel : Channel α m) (x : Arr α [m.hidden]) : Arr α [m.hidden] :=
+  match channel with
+  | .dense expert => swigluForward expert x
+  | .moe block _ => block.forwardAuto m.active x
+
+namespace DecoderLayer
+
+/-- The residual stream after the mixer, `x + Mixer(RMSNorm_ε(x) ⊙ γ_in)`, and the mixer's new
+state (as `KimiLinear.DecoderLayer.mix`). -/
+def mix (layer : DecoderLayer α m) (s : MixerState α m) (x : Arr α [m.hidden]) :
+    MixerState α m × Arr α [m.hidden] :=
+  let r := layer.mixer.step s (Arr.rmsNorm layer.normEps x layer.inputNormScale)
+  (r.1, Arr.vec m.hidden (fun i => x.get i + r.2.get i))
+
+/-- The residual stream after the MLP, `h + MLP(RMSNorm_ε(h) ⊙ γ_post)` (as
+`KimiLinear.DecoderLayer.mlp`). -/
+def mlp (layer : DecoderLayer α m) (h : Arr α [m.hidden]) : Arr α [m.hidden] :=
+  let c := layer.channel.forward (Arr.rmsNorm layer.normEps h layer.postNormScale)
+  Arr.vec m.hidden (fun i => h.get i + c.get i)
+
+/-- **One token of the decoder layer** (k3-spec §7, as `KimiLinear.DecoderLayer.step`). -/
+def step (layer : DecoderLayer α m) (s : MixerState α m) (x : Arr α [m.hidden]) :
+    MixerState α m × Arr α [m.hidden] :=
+  let r := layer.mix s x
+  (r.1, layer.mlp r.2)
+
+/-- The decoder layer over a sequence from its mixer's initial state (as
+`KimiLinear.DecoderLayer.forward`). -/
+def forward (layer : DecoderLayer α m) (xs : List (Arr α [m.hidden])) : List (Arr α [m.hidden]) :=
+  (scan layer.step layer.mixer.initialState xs).2
+
+end DecoderLayer
+
+namespace Model
+
+/-- The model state: one mixer state per layer. -/
+abbrev State (α : Type) (m : ModelDims) := List (MixerState α m)
+
+/-- The state before the first token (as `KimiLinear.Model.initialState`). -/
+def initialState (model : Model α m) : State α m :=
+  listMap (fun layer => layer.mixer.initialState) model.layers
+
+/-- **The final head** `(RMSNorm_ε'(x) ⊙ γ_final) · head` (as `KimiLinear.Model.readout`). -/
+def readout (model : Model α m) (x : Arr α [m.hidden]) : Arr α [m.vocab] :=
+  Arr.vecMatMul (Arr.rmsNorm model.normEps x model.finalNormScale) model.head
+
+/-- One token's residual stream through every layer (as `KimiLinear.Model.layersToken`). -/
+def layersToken (model : Model α m) (states : State α m) (x : Arr α [m.hidden]) :
+    Arr α [m.hidden] × State α m :=
+  scanLayers (fun layer s x => layer.step s x) model.layers states x
+
+/-- **One causal step on a token id** (k3-spec §7, as `KimiLinear.Model.step`). -/
+def step (model : Model α m) (states : State α m) (token : Nat) : State α m × Arr α [m.vocab] :=
+  let r := model.layersToken states (Arr.row model.embedding token)
+  (r.2, model.readout r.1)
+
+/-- **Token-by-token evaluation** from state `s` (as `KimiLinear.Model.run`). -/
+def run (model : Model α m) (s : State α m) (tokens : List Nat) : State α m × List (Arr α [m.vocab]) :=
+  scan model.step s tokens
+
+/-- **The logits of a prompt** from the initial state (as `KimiLinear.Model.logits`). -/
+def logits (model : Model α m) (tokens : List Nat) : List (Arr α [m.vocab]) :=
+  (model.run model.initialState tokens).2
+
+end Model
+
+end Decoder
+
 /-! ### Entry points at `Float` -/
 
 /-- `KimiLinear.layerForward` at `Float`. -/
@@ -1291,6 +1499,15 @@ def MoE.forwardAutoF (d h hs E k : Nat) (moe : MoE Float d h hs E) (x : Arr Floa
 /-- `KimiLinear.MoE.route` at `Float`. -/
 def MoE.routeF (d h hs E k : Nat) (moe : MoE Float d h hs E) (x : Arr Float [d]) : Array Nat :=
   moe.route k x
+
+/-- `KimiLinear.DecoderLayer.forward` at `Float`. -/
+def DecoderLayer.forwardF (m : ModelDims) (layer : DecoderLayer Float m) (xs : List (Arr Float [m.hidden])) :
+    List (Arr Float [m.hidden]) :=
+  layer.forward xs
+
+/-- `KimiLinear.Model.logits` at `Float`. -/
+def Model.logitsF (m : ModelDims) (model : Model Float m) (tokens : List Nat) : List (Arr Float [m.vocab]) :=
+  model.logits tokens
 
 end KimiLinear
 

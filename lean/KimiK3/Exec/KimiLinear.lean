@@ -6,6 +6,8 @@ public import KimiK3.Exec.Channel
 public import KimiK3.KimiLinear.Layer
 public import KimiK3.KimiLinear.MLA
 public import KimiK3.KimiLinear.MoE
+public import KimiK3.KimiLinear.Decoder
+public import KimiK3.Exec.Model
 
 /-!
 # The executable Kimi Linear variant equals the reference (k3-spec §7)
@@ -20,7 +22,12 @@ For every `[Scalar α]`:
   (`Exec.GatedMLA`);
 * MoE: `swiglu_eq`, `swigluForward_eq`, `routedOutput_eq`, `forward_eq` (any route whose entries
   are expert indices), `route_eq`, **`forwardAuto_eq`** (`KimiLinear.MoE.forwardAuto`); router
-  and top-`k` are K3's (`Exec.Channel`).
+  and top-`k` are K3's (`Exec.Channel`);
+* the decoder layer and the model (`KimiLinear/Decoder.lean`), at `m.execDims` for a reference
+  `m : KimiLinear.Dims`: `Mixer.initialState_eq`, **`Mixer.step_eq`**, **`Channel.forward_eq`**,
+  `DecoderLayer.mix_eq`, `mlp_eq`, **`DecoderLayer.step_eq`**, **`DecoderLayer.forward_eq`**,
+  `Model.initialState_eq`, `readout_eq`, `layersToken_eq`, **`Model.step_eq`**, **`Model.run_eq`**,
+  **`Model.logits_eq`** (`KimiLinear.Model.logits`); the loop over layers is K3's (`scanLayers_map`).
 -/
 
 @[expose] public section
@@ -284,6 +291,191 @@ theorem MoE.forwardAuto_eq (moe : MoE α d h hs E) {k : Nat} (hk : k ≤ E) (x :
   rw [MoE.forward_eq moe k _ (moe.route_lt hk x), MoE.route_eq]
 
 end MoE
+
+/-! ## The decoder layer and the model -/
+
+section Decoder
+
+/-- The widths and counts of a Kimi Linear model that the executable model reads (the same
+fields, in the same order; reducible, so that widths such as `m.execDims.hidden` are `m.hidden` to
+`simp` and `rw`). -/
+abbrev _root_.KimiK3.KimiLinear.Dims.execDims (m : KimiK3.KimiLinear.Dims) : ModelDims :=
+  ⟨m.vocab, m.hidden, m.kdaHeads, m.kdaKey, m.kdaValue, m.kdaConv, m.kdaRank, m.gateRank, m.mlaHeads,
+   m.queryLatent, m.kvLatent, m.contentKey, m.sharedKey, m.mlaValue, m.denseHidden, m.expertHidden,
+   m.sharedHidden, m.numRouted, m.active⟩
+
+variable {m : KimiK3.KimiLinear.Dims}
+
+/-- The reference mixer of an array-backed one. -/
+noncomputable def Mixer.toSpec : Mixer α m.execDims → KimiK3.KimiLinear.Mixer α m
+  | .kda p l2Eps => .kda p.toSpec l2Eps
+  | .mla p scoreScale => .mla p.toSpec scoreScale
+  | .mlaDirect p hq scoreScale => .mlaDirect p.toSpec hq scoreScale
+
+/-- The reference mixer state of an array-backed one. -/
+noncomputable def MixerState.toSpec : MixerState α m.execDims → KimiK3.KimiLinear.MixerState α m
+  | .kda s => .kda s.toSpec
+  | .mla cache => .mla (GatedMLA.cacheToSpec cache)
+
+/-- The reference MLP of an array-backed one. -/
+noncomputable def Channel.toSpec : Channel α m.execDims → KimiK3.KimiLinear.Channel α m
+  | .dense e => .dense e.toSpec
+  | .moe block hActive => .moe block.toSpec hActive
+
+theorem Mixer.initialState_eq (mixer : Mixer α m.execDims) :
+    mixer.initialState.toSpec = mixer.toSpec.initialState := by
+  cases mixer with
+  | kda p l2Eps =>
+    simp only [Mixer.initialState, Mixer.toSpec, KimiK3.KimiLinear.Mixer.initialState, MixerState.toSpec,
+      KDA.LayerState.zero_toSpec]
+    rfl
+  | mla p scoreScale => rfl
+  | mlaDirect p hq scoreScale => rfl
+
+/-- **One executable mixer step is `KimiLinear.Mixer.step`** (KDA `layerStep`, MLA `step` or
+`stepDirect`). -/
+theorem Mixer.step_eq (mixer : Mixer α m.execDims) (s : MixerState α m.execDims) (x : Arr α [m.hidden]) :
+    ((mixer.step s x).1.toSpec, (mixer.step s x).2.toTensor) = mixer.toSpec.step s.toSpec x.toTensor := by
+  cases mixer with
+  | kda p l2Eps =>
+    cases s with
+    | kda st =>
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.kda (m := m) r.1, r.2)) (layerStep_eq p l2Eps st x)
+    | mla cache =>
+      have h := layerStep_eq p l2Eps (KDA.LayerState.zero m.execDims.kda) x
+      rw [KDA.LayerState.zero_toSpec] at h
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.kda (m := m) r.1, r.2)) h
+  | mla p scoreScale =>
+    cases s with
+    | kda st =>
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2)) (MLA.step_eq p scoreScale [] x)
+    | mla cache =>
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2)) (MLA.step_eq p scoreScale cache x)
+  | mlaDirect p hq scoreScale =>
+    cases s with
+    | kda st =>
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2))
+        (MLA.stepDirect_eq p hq scoreScale [] x)
+    | mla cache =>
+      exact congrArg (fun r => (KimiK3.KimiLinear.MixerState.mla (m := m) r.1, r.2))
+        (MLA.stepDirect_eq p hq scoreScale cache x)
+
+/-- **The executable MLP is `KimiLinear.Channel.forward`** (dense SwiGLU or the MoE block). -/
+theorem Channel.forward_eq (channel : Channel α m.execDims) (x : Arr α [m.hidden]) :
+    (channel.forward x).toTensor = channel.toSpec.forward x.toTensor := by
+  cases channel with
+  | dense e => exact swigluForward_eq e x
+  | moe block hActive => exact MoE.forwardAuto_eq block hActive x
+
+/-- The reference decoder layer of an array-backed one. -/
+noncomputable def DecoderLayer.toSpec (layer : DecoderLayer α m.execDims) : KimiK3.KimiLinear.DecoderLayer α m :=
+  ⟨layer.mixer.toSpec, layer.channel.toSpec, layer.inputNormScale.toTensor, layer.postNormScale.toTensor,
+   layer.normEps⟩
+
+namespace DecoderLayer
+
+theorem mix_eq (layer : DecoderLayer α m.execDims) (s : MixerState α m.execDims) (x : Arr α [m.hidden]) :
+    ((layer.mix s x).1.toSpec, (layer.mix s x).2.toTensor) = layer.toSpec.mix s.toSpec x.toTensor := by
+  have h := Mixer.step_eq layer.mixer s (Arr.rmsNorm layer.normEps x layer.inputNormScale)
+  rw [Arr.toTensor_rmsNorm_seq] at h
+  simp only [mix, KimiK3.KimiLinear.DecoderLayer.mix, Seq.memoFn_eq]
+  refine Prod.ext (congrArg Prod.fst h :) ?_
+  funext i
+  have h2 := congrFun (congrArg Prod.snd h) i
+  simp only [Arr.toTensor_apply1, Arr.get_vec _ i.isLt] at h2 ⊢
+  exact congrArg (x.get i.val + ·) h2
+
+theorem mlp_eq (layer : DecoderLayer α m.execDims) (h : Arr α [m.hidden]) :
+    (layer.mlp h).toTensor = layer.toSpec.mlp h.toTensor := by
+  funext i
+  have hc := congrFun (Channel.forward_eq layer.channel (Arr.rmsNorm layer.normEps h layer.postNormScale)) i
+  rw [Arr.toTensor_rmsNorm_seq] at hc
+  simp only [mlp, KimiK3.KimiLinear.DecoderLayer.mlp, Seq.memoFn_eq, Arr.toTensor_apply1,
+    Arr.get_vec _ i.isLt] at hc ⊢
+  exact congrArg (h.get i.val + ·) hc
+
+/-- **One executable decoder-layer token is `KimiLinear.DecoderLayer.step`** (mixer state and
+output). -/
+theorem step_eq (layer : DecoderLayer α m.execDims) (s : MixerState α m.execDims) (x : Arr α [m.hidden]) :
+    ((layer.step s x).1.toSpec, (layer.step s x).2.toTensor) = layer.toSpec.step s.toSpec x.toTensor := by
+  have h := mix_eq layer s x
+  refine Prod.ext (congrArg Prod.fst h :) ?_
+  show (layer.mlp (layer.mix s x).2).toTensor = layer.toSpec.mlp (layer.toSpec.mix s.toSpec x.toTensor).2
+  rw [mlp_eq, ← congrArg Prod.snd h]
+
+/-- **The executable decoder layer over a sequence is `KimiLinear.DecoderLayer.forward`.** -/
+theorem forward_eq (layer : DecoderLayer α m.execDims) (xs : List (Arr α [m.hidden])) :
+    listMap Arr.toTensor (layer.forward xs) = layer.toSpec.forward (listMap Arr.toTensor xs) := by
+  unfold forward KimiK3.KimiLinear.DecoderLayer.forward
+  have h := scan_map layer.step layer.toSpec.step MixerState.toSpec Arr.toTensor Arr.toTensor
+    (fun s x => step_eq layer s x) layer.mixer.initialState xs
+  rw [Mixer.initialState_eq, scan_eq_run layer.toSpec.step] at h
+  exact congrArg Prod.snd h
+
+end DecoderLayer
+
+/-- The reference model of an array-backed one. -/
+noncomputable def Model.toSpec (model : Model α m.execDims) : KimiK3.KimiLinear.Model α m :=
+  ⟨model.embedding.toTensor, listMap DecoderLayer.toSpec model.layers, model.finalNormScale.toTensor,
+   model.head.toTensor, model.normEps⟩
+
+/-- The reference model state of an array-backed one. -/
+noncomputable def Model.stateToSpec (states : Model.State α m.execDims) : KimiK3.KimiLinear.Model.State α m :=
+  listMap MixerState.toSpec states
+
+namespace Model
+
+theorem initialState_eq (model : Model α m.execDims) :
+    stateToSpec model.initialState = model.toSpec.initialState := by
+  simp only [initialState, KimiK3.KimiLinear.Model.initialState, stateToSpec, toSpec, listMap_eq,
+    ModelList.map_eq, List.map_map]
+  congr 1
+  funext layer
+  exact Mixer.initialState_eq layer.mixer
+
+theorem readout_eq (model : Model α m.execDims) (x : Arr α [m.hidden]) :
+    (model.readout x).toTensor = model.toSpec.readout x.toTensor := by
+  simp only [readout, KimiK3.KimiLinear.Model.readout, Seq.memoFn_eq, Arr.toTensor_vecMatMul_seq,
+    Arr.toTensor_rmsNorm_seq]
+  rfl
+
+theorem layersToken_eq (model : Model α m.execDims) (states : State α m.execDims) (x : Arr α [m.hidden]) :
+    ((model.layersToken states x).1.toTensor, stateToSpec (model.layersToken states x).2) =
+      model.toSpec.layersToken (stateToSpec states) x.toTensor :=
+  scanLayers_map _ _ DecoderLayer.toSpec MixerState.toSpec Arr.toTensor
+    (fun layer s x => DecoderLayer.step_eq layer s x) model.layers states x
+
+/-- **One executable token step is `KimiLinear.Model.step`** (new state and logits). -/
+theorem step_eq (model : Model α m.execDims) (states : State α m.execDims) (token : Fin m.vocab) :
+    (stateToSpec (model.step states token.val).1, (model.step states token.val).2.toTensor) =
+      model.toSpec.step (stateToSpec states) token := by
+  have h := layersToken_eq model states (Arr.row model.embedding token.val)
+  rw [Arr.toTensor_row] at h
+  refine Prod.ext (congrArg Prod.snd h :) ?_
+  show (model.readout (model.layersToken states (Arr.row model.embedding token.val)).1).toTensor =
+    model.toSpec.readout (model.toSpec.layersToken (stateToSpec states) (model.embedding.toTensor token)).1
+  rw [readout_eq, ← congrArg Prod.fst h]
+
+/-- **Executable token-by-token evaluation is `KimiLinear.Model.run`**: the final state and the
+logits of every token. -/
+theorem run_eq (model : Model α m.execDims) (states : State α m.execDims) (tokens : List (Fin m.vocab)) :
+    (stateToSpec (model.run states (listMap Fin.val tokens)).1,
+      listMap Arr.toTensor (model.run states (listMap Fin.val tokens)).2) =
+      model.toSpec.run (stateToSpec states) tokens := by
+  unfold run KimiK3.KimiLinear.Model.run
+  rw [scan_map_inputs model.step model.toSpec.step stateToSpec Fin.val Arr.toTensor
+    (fun s t => step_eq model s t), scan_eq_run]
+
+/-- **The executable prompt logits are `KimiLinear.Model.logits`.** -/
+theorem logits_eq (model : Model α m.execDims) (tokens : List (Fin m.vocab)) :
+    listMap Arr.toTensor (model.logits (listMap Fin.val tokens)) = model.toSpec.logits tokens := by
+  unfold logits KimiK3.KimiLinear.Model.logits
+  rw [← initialState_eq]
+  exact congrArg Prod.snd (run_eq model model.initialState tokens)
+
+end Model
+
+end Decoder
 
 end KimiLinear
 
