@@ -5,9 +5,10 @@ Legs: `numpy` (`difftest.numpy_vision`, difftest's own reader of `vision_config`
 (pybridge's `moonvit`, built from the case's spec tensors through `adapter.vision_to_hub`, its
 configuration from pybridge's reader), for `vision_embed` the exported graph
 (`fixtures/graphs/vision_embed_tiny.json`, 2 frames of 6 × 4 patches; its bilinear and time inputs
-from `numpy_vision`) and the Lean `Vision.embed` (template `vision_embed`), for `vision_encoder`
-also `torch_reference` (`pybridge.moonvit_reference`, one clip at a time). Clips are `(t, h, w)`
-grids; a case's sizes list them as `t0, h0, w0, t1, …`.
+from `numpy_vision`) and the Lean `Vision.embed` (template `vision_embed`), for `vision_block`,
+`merge_project` and `vision_encoder` the executable Lean (`Exec.Vision`, templates of the same
+names, `--lean-all`), for `vision_encoder` also `torch_reference` (`pybridge.moonvit_reference`,
+one clip at a time). Clips are `(t, h, w)` grids; a case's sizes list them as `t0, h0, w0, t1, …`.
 
 Low precision: each stage of the torch model (the embedding, each block, the final norm,
 merge-and-project) on the NumPy reference's own input at that point rounded to the storage dtype,
