@@ -32,6 +32,7 @@ def _lean_leg_agrees_then_catches(component: str, plant: Callable[[], None], cas
     run = run_once()
     assert run.passed, [c for r in run.results for c in r.failures()]
     assert run.lean_record["ran"] == cases
+    print(f"{component}: one Lean run of {cases} case(s), {run.lean_record['seconds']} s")  # shown with -s
     pairs = {(c.impl, c.ref) for r in run.results for c in r.comparisons}
     assert {("lean", ref) for ref in refs} <= pairs
     plant()
