@@ -220,20 +220,20 @@ theorem mergeProject_eq {t h' w' mH mW D T : Nat} (p : Projector α (mH * (mW * 
   rfl
 
 /-- **The executable tower on one clip is `Vision.clipFeatures`**: the library's patch embedding
-`Vision.embed` (stored once), the executable encoder with the library's RoPE tables and score
-scale, the executable merge-and-project, for the tower whose blocks, final norm and projector are
-the reference views of the array-backed ones (what `vision_encoder`'s Lean leg evaluates). -/
+`Vision.embed` (stored once; its tables' rotary entries `cos`, `sin` are any, the embedding does
+not read them), the executable encoder with the library's RoPE tables and score scale, the
+executable merge-and-project, for the tower whose blocks, final norm and projector are the
+reference views of the array-backed ones (what `vision_encoder`'s Lean leg evaluates). -/
 theorem clipFeatures_eq {P D H₀ W₀ A R V M mH mW T : Nat} (emb : KimiK3.Vision.Embedding α P D H₀ W₀)
     (blocks : List (Block α D A R V M)) (finalNorm : Arr α [D]) (p : Projector α (mH * (mW * D)) T)
     (eps projEps theta : α) (F t h' w' : Nat) (hF : t ≤ F)
-    (patches : Tensor α [t * ((h' * mH) * (w' * mW)), P]) :
+    (cos sin : Tensor α [t * ((h' * mH) * (w' * mW)), 2 * R]) (patches : Tensor α [t * ((h' * mH) * (w' * mW)), P]) :
     (mergeProject p projEps (encode blocks finalNorm eps (scoreScale R)
         (ropeCos theta R t (h' * mH) (w' * mW)) (ropeSin theta R t (h' * mH) (w' * mW))
         (Arr.ofTensor _ (KimiK3.Vision.embed emb
           ({ rows := KimiK3.Vision.weightMatrix H₀ (h' * mH), cols := KimiK3.Vision.weightMatrix W₀ (w' * mW),
              time := KimiK3.Vision.timeRows t hF (KimiK3.Vision.timeTable F D),
-             cos := KimiK3.Vision.ropeCos theta R t (h' * mH) (w' * mW),
-             sin := KimiK3.Vision.ropeSin theta R t (h' * mH) (w' * mW) } :
+             cos := cos, sin := sin } :
             KimiK3.Vision.GridTables α t (h' * mH) (w' * mW) D H₀ W₀ R) patches)))).toTensor =
       KimiK3.Vision.clipFeatures
         (⟨emb, listMap Block.toSpec blocks, finalNorm.toTensor, p.toSpec⟩ :
