@@ -209,7 +209,7 @@ theorem Projector.forward_eq {E T N : Nat} (p : Projector α E T) (eps : α) (x 
   simp only [Arr.toTensor_apply2, Arr.get_mat _ n.isLt o.isLt, sumTo_eq]
   congr 1; funext k
   rw [Arr.get_mat _ n.isLt k.isLt, geluErf_eq]
-  simp [Projector.toSpec, sumTo_eq]
+  simp [Projector.toSpec]
 
 /-- **The executable merge-and-project is `Vision.mergeProject`** (temporal mean, space-to-depth,
 projector). -/
