@@ -5,9 +5,10 @@ Legs: `numpy` (`difftest.numpy_vision`, difftest's own reader of `vision_config`
 (pybridge's `moonvit`, built from the case's spec tensors through `adapter.vision_to_hub`, its
 configuration from pybridge's reader), for `vision_embed` the exported graph
 (`fixtures/graphs/vision_embed_tiny.json`, 2 frames of 6 × 4 patches; its bilinear and time inputs
-from `numpy_vision`) and the Lean `Vision.embed` (template `vision_embed`), for `vision_encoder`
-also `torch_reference` (`pybridge.moonvit_reference`, one clip at a time). Clips are `(t, h, w)`
-grids; a case's sizes list them as `t0, h0, w0, t1, …`.
+from `numpy_vision`) and the Lean `Vision.embed` (template `vision_embed`), for `vision_block`,
+`merge_project` and `vision_encoder` the executable Lean (`Exec.Vision`, templates of the same
+names, `--lean-all`), for `vision_encoder` also `torch_reference` (`pybridge.moonvit_reference`,
+one clip at a time). Clips are `(t, h, w)` grids; a case's sizes list them as `t0, h0, w0, t1, …`.
 
 Low precision: each stage of the torch model (the embedding, each block, the final norm,
 merge-and-project) on the NumPy reference's own input at that point rounded to the storage dtype,
@@ -29,6 +30,11 @@ from difftest.inputs import gaussian, magnitude
 from pybridge import adapter, moonvit
 
 Grid = tuple[int, int, int]
+
+#: measured Lean times of one bundle offline (`--lean-all`; wall time, slot wait included, on the
+#: shared 2-core machine while two other builds ran)
+LEAN_NOTE_MERGE = "83.9 s a bundle offline (2 cases: one clip, three clips)"
+LEAN_NOTE_ENCODER = "234.8 s a bundle offline (2 cases: five clips of 200 tokens, one of 48)"
 
 
 @cache
@@ -127,6 +133,31 @@ def lean_scalars(cfg: dict) -> dict[str, str]:
     """The norms' ε and the RoPE base θ as exact Lean `Float` literals (difftest's own reading of
     `vision_config`, as the NumPy leg uses them)."""
     return {"eps": lean_float(cfg["eps"]), "theta": lean_float(cfg["theta"])}
+
+
+def lean_clips(cfg: dict, grids: list[Grid]) -> list[dict[str, int]]:
+    """Each clip for the Lean templates: frames `t`, merged grid `hp × wp` (`h = hp·mH`,
+    `w = wp·mW`) and its first token `start` in the packed batch."""
+    kh, kw = cfg["merge"]
+    out, start = [], 0
+    for i, (t, h, w) in enumerate(grids):
+        if h % kh or w % kw:
+            raise ValueError(f"clip {i}: grid {h} × {w} is not a multiple of the merge {kh} × {kw}")
+        out.append({"t": t, "hp": h // kh, "wp": w // kw, "start": start})
+        start += t * h * w
+    return out
+
+
+def merged_tokens(cfg: dict, grids: list[Grid]) -> int:
+    kh, kw = cfg["merge"]
+    return sum((h // kh) * (w // kw) for _, h, w in grids)
+
+
+def merge_sizes(cfg: dict, grids: list[Grid]) -> dict:
+    """The sizes of `Exec.Vision.mergeProject` (width `D`, text width `T`, merge `mH × mW`) and the
+    clips (`lean_clips`)."""
+    kh, kw = cfg["merge"]
+    return {"D": cfg["width"], "T": cfg["text_width"], "mH": kh, "mW": kw, "clips": lean_clips(cfg, grids)}
 
 
 class VisionComponent(Component):
@@ -310,9 +341,13 @@ class MergeProjectComponent(VisionComponent):
     name = "merge_project"
     summary = ("temporal mean, 2 × 2 space-to-depth (channel (dh·2 + dw)·D + c), projector Linear → GELU_erf → "
                "Linear → RMSNorm, clip after clip (MoonViT.merge_project)")
-    #: measured: the library's function-backed `mergeProject` (the post-norm recomputes the whole
-    #: projector for each output entry) did not finish one merged token (2 frames of 2 × 2) in 200 s
-    lean_why_not = "no template: Lean mergeProject > 200 s for one merged token"
+    #: the array-backed `Exec.Vision.mergeProject` (`Exec/Vision.lean`: `mergeProject_eq`, equal to
+    #: the reference `Vision.mergeProject`), clip after clip; the function-backed reference itself
+    #: (the post-norm recomputes the whole projector for each output entry) did not finish one
+    #: merged token (2 frames of 2 × 2) in 200 s
+    template = "merge_project"
+    lean_targets = ("KimiK3.Exec.Kernel",)
+    lean_note = LEAN_NOTE_MERGE
     kinds = {
         "random": "2 frames of 6 × 4",
         "clips": "three clips of different grids and frame counts: (1, 4, 6), (3, 2, 8), (4, 4, 2)",
@@ -351,6 +386,14 @@ class MergeProjectComponent(VisionComponent):
     def torch_outputs(self, case, dtype, device):
         return {"torch": {"features": to_np(self.torch_features(case, dtype, device))}}
 
+    def lean_context(self, case):
+        cfg = self.own_config()
+        return {"g": merge_sizes(cfg, grids_of(case.sizes)), "eps": lean_float(cfg["projector_eps"])}
+
+    def lean_output_shapes(self, case):
+        cfg = self.own_config()
+        return {"features": (merged_tokens(cfg, grids_of(case.sizes)), cfg["text_width"])}
+
     def torch_features(self, case: Case, dtype: torch.dtype, device: str) -> torch.Tensor:
         vit = moonvit.MoonViT(torch_vision())
         vit.mm_projector = loaded(vit.mm_projector, sub_state(hub_of(case.tensors), "mm_projector."), dtype, device)
@@ -372,7 +415,12 @@ class VisionEncoderComponent(VisionComponent):
     name = "vision_encoder"
     summary = ("MoonViT-V2 and its projector on several clips in one batch: torch batched varlen (block-diagonal "
                "mask) vs the per-clip plain reference vs NumPy (MoonViT.forward, moonvit_reference.features)")
-    lean_why_not = "no template: one Lean block > 340 s (vision_block)"
+    #: the library's patch embedding `Vision.embed` stored once per clip, then the executable
+    #: `Exec.Vision.encode` and `mergeProject` (`Exec/Vision.lean`: `clipFeatures_eq`, the whole
+    #: tower on one clip is `Vision.clipFeatures`), clip after clip
+    template = "vision_encoder"
+    lean_targets = ("KimiK3.Exec.Kernel", "KimiK3.Vision.Embed")
+    lean_note = LEAN_NOTE_ENCODER
     kinds = {
         "random": "five clips in one batch: (1, 4, 6) the table's grid, (3, 2, 8), (4, 4, 2), (1, 8, 10) larger "
                   "than the table, (2, 4, 2)",
@@ -408,6 +456,16 @@ class VisionEncoderComponent(VisionComponent):
         encoded = np.concatenate([s[-1] for s in self.numpy_stages(case)])
         return {"encoded": encoded,
                 "features": nv.merge_project(case.tensors, encoded, grids_of(case.sizes), self.own_config())}
+
+    def lean_context(self, case):
+        cfg, grids = self.own_config(), grids_of(case.sizes)
+        g = {**block_sizes(cfg, grids[0]), **merge_sizes(cfg, grids), "P": cfg["channels"] * cfg["patch"] ** 2,
+             "m1": cfg["table_rows"], "m2": cfg["table_cols"], "F": cfg["frames"], "layers": cfg["layers"]}
+        return {"g": g, **lean_scalars(cfg), "projEps": lean_float(cfg["projector_eps"])}
+
+    def lean_output_shapes(self, case):
+        cfg, grids = self.own_config(), grids_of(case.sizes)
+        return {"encoded": (tokens(grids), cfg["width"]), "features": (merged_tokens(cfg, grids), cfg["text_width"])}
 
     def model(self, case: Case, dtype: torch.dtype, device: str) -> moonvit.MoonViT:
         return loaded(moonvit.MoonViT(torch_vision()), hub_of(case.tensors), dtype, device)
@@ -489,7 +547,10 @@ class MultimodalPrefillComponent(VisionComponent):
     name = "multimodal_prefill"
     summary = ("placeholders replaced by MoonViT's visual tokens in reading order, then the tiny text model "
                "(multimodal.prefill; NumPy: numpy_vision features spliced into numpy_ref.Decoder)")
-    lean_why_not = "no template: needs the encoder (vision_encoder)"
+    #: the encoder is there (vision_encoder's template); missing: an executable run of the text
+    #: model over text and visual slots proved equal to `Vision.multimodalPrefill`
+    #: (`Exec.LanguageModel` has `stepEmbedded`, `stepEmbedded_eq`, but no slot-list run)
+    lean_why_not = "no template: no executable run over text and visual slots (Exec.LanguageModel.stepEmbedded only)"
     kinds = {
         "random": "two rows, two clips (1, 4, 6) and (2, 2, 4): 6 + 2 placeholders among text tokens",
         "leading": "one row starting with its placeholders, one clip of 4 frames (4, 2, 4)",

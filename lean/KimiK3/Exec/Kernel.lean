@@ -1574,14 +1574,15 @@ def LanguageModel.runF (m : ModelDims) (model : LanguageModel Float m) (s : Lang
 
 /-! ## Vision (MoonViT-V2, k3-spec §7)
 
-Array-backed versions of the vision reference (`Vision/Block.lean`): the 2-D RoPE tables, one
-block and the encoder (the blocks in order, then the final norm); merge-and-project
-(`Vision/Merge.lean`) is not here yet. Every intermediate that the function-backed reference
-recomputes at each coordinate (the normalized rows, the rotated queries and keys, the scores, each
-softmax row, the values, each head's mix, the MLP's hidden rows) is stored once; every entry is
-the reference's expression in the reference's order (`Exec/Vision.lean`). The scalar helpers are
-own copies of `Vision.geluTanh`, `ropeFrequency`, `ropeAngle` (class methods of `TrigScalar`
-only). -/
+Array-backed versions of the vision reference (`Vision/Block.lean`, `Vision/Merge.lean`): the
+2-D RoPE tables, one block, the encoder (the blocks in order, then the final norm), and
+merge-and-project (temporal mean, space-to-depth, the projector). Every intermediate that the
+function-backed reference recomputes at each coordinate (the normalized rows, the rotated queries
+and keys, the scores, each softmax row, the values, each head's mix, the MLP's hidden rows, the
+frame means, the merged tokens, the projector's hidden rows and its rows before the post-norm) is
+stored once; every entry is the reference's expression in the reference's order
+(`Exec/Vision.lean`). The scalar helpers are own copies of `Vision.geluTanh`, `geluErf`,
+`ropeFrequency`, `ropeAngle` (class methods of `TrigScalar` only). -/
 
 namespace Vision
 
@@ -1708,6 +1709,46 @@ def encode {D A R V M L : Nat} (blocks : List (Block α D A R V M)) (finalNorm :
     (eps scale : α) (cos sin : Arr α [L, 2 * R]) (x : Arr α [L, D]) : Arr α [L, D] :=
   normRows eps (foldBlocks eps scale cos sin blocks x) finalNorm
 
+/-- The erf GELU of the projector (k3-spec §7, as `Vision.geluErf`). -/
+def geluErf (x : α) : α :=
+  x * (1 + TrigScalar.erf (x * Scalar.sqrt (1 / 2))) / 2
+
+/-- **The temporal mean** of a clip's `t·h·w` encoder outputs (k3-spec §2.9, §7, as
+`Vision.temporalMean`): `out[r, c, d] = (Σ_f x[f·h·w + r·w + c, d]) / t`. -/
+def temporalMean {t h w D : Nat} (x : Arr α [t * (h * w), D]) : Arr α [h, w, D] :=
+  Arr.ten3 h w D (fun r c d => sumTo t (fun f => x.get ((f * (h * w) + (r * w + c)) * D + d)) / (t : α))
+
+/-- **The space-to-depth merge** of an `[h'·mH, w'·mW, D]` grid into `[h'·w', mH·(mW·D)]`
+(k3-spec §2.9, §7, as `Vision.spaceToDepth`): merged token `m`, channel `n` reads pixel
+`(m / w' · mH + n / (mW·D), m mod w' · mW + (n / D) mod mW)`, channel `n mod D`; so pixel
+`(a·mH + dh, b·mW + dw)` lands at channel `(dh·mW + dw)·D + c`. -/
+def spaceToDepth {h' w' mH mW D : Nat} (x : Arr α [h' * mH, w' * mW, D]) : Arr α [h' * w', mH * (mW * D)] :=
+  Arr.mat _ _ (fun m n =>
+    x.get (((m / w' * mH + n / (mW * D)) * (w' * mW) + (m % w' * mW + n / D % mW)) * D + n % D))
+
+/-- **The projector's parameters, array-backed** (checkpoint `mm_projector.`, k3-spec §7):
+`proj.0.weight`ᵀ `[E, E]`, `proj.2.weight`ᵀ `[E, T]`, `post_norm.weight [T]`. -/
+structure Projector (α : Type) (E T : Nat) where
+  /-- `proj.0.weight`ᵀ. -/
+  first : Arr α [E, E]
+  /-- `proj.2.weight`ᵀ. -/
+  second : Arr α [E, T]
+  /-- `post_norm.weight`. -/
+  norm : Arr α [T]
+
+/-- **The projector on merged tokens** `[N, E] → [N, T]` (k3-spec §7, as
+`Vision.Projector.forward`): `RMSNorm(GELU_erf(x W₁) W₂) ⊙ g`; the hidden rows and the rows
+before the norm are computed once. -/
+def Projector.forward {E T N : Nat} (p : Projector α E T) (eps : α) (x : Arr α [N, E]) : Arr α [N, T] :=
+  let u := Arr.mat N E (fun n k => geluErf (sumTo E (fun i => x.get (n * E + i) * p.first.get (i * E + k))))
+  normRows eps (Arr.mat N T (fun n o => sumTo E (fun k => u.get (n * E + k) * p.second.get (k * T + o)))) p.norm
+
+/-- **Merge and project one clip** (k3-spec §2.9, §7, as `Vision.mergeProject`): temporal mean
+over the `t` frames, `mH × mW` space-to-depth, projector; `h'·w'` rows of the text width. -/
+def mergeProject {t h' w' mH mW D T : Nat} (p : Projector α (mH * (mW * D)) T) (eps : α)
+    (y : Arr α [t * ((h' * mH) * (w' * mW)), D]) : Arr α [h' * w', T] :=
+  p.forward eps (spaceToDepth (temporalMean y))
+
 end Vision
 
 end Vision
@@ -1726,6 +1767,11 @@ def Vision.encodeClipF (D A R V M t h w : Nat) (blocks : List (Vision.Block Floa
     Arr Float [t * (h * w), D] :=
   Vision.encode blocks finalNorm eps (Vision.scoreScale R) (Vision.ropeCos theta R t h w)
     (Vision.ropeSin theta R t h w) x
+
+/-- `Vision.mergeProject` at `Float` on one clip of `t` frames of `(h'·mH) × (w'·mW)` patches. -/
+def Vision.mergeProjectF (t h' w' mH mW D T : Nat) (p : Vision.Projector Float (mH * (mW * D)) T) (eps : Float)
+    (y : Arr Float [t * ((h' * mH) * (w' * mW)), D]) : Arr Float [h' * w', T] :=
+  Vision.mergeProject p eps y
 
 end Exec
 

@@ -1,10 +1,10 @@
 module
 
 public import KimiK3.Exec.Ops
-public import KimiK3.Vision.Block
+public import KimiK3.Vision.Merge
 
 /-!
-# The executable MoonViT-V2 block and encoder equal the reference (k3-spec §7)
+# The executable MoonViT-V2 block, encoder and merge-and-project equal the reference (k3-spec §7)
 
 For every `[TrigScalar α]` (no laws: each entry is the reference's expression in the reference's
 order): the scalar helpers `geluTanh_eq`, `ropeAngle_eq`; the RoPE tables
@@ -12,7 +12,10 @@ order): the scalar helpers `geluTanh_eq`, `ropeAngle_eq`; the RoPE tables
 is `rotatePairs` of `projectPairs`), `Block.scores_eq`, `Block.attention_eq`, `Block.mlp_eq`,
 **`Block.forward_eq`** (`Vision.Block.forward`), **`Block.forwardClip_eq`** (with the library's
 RoPE tables and score scale, what `Block.forwardClipF` evaluates), `foldBlocks_eq`,
-**`encode_eq`** (`Vision.encode`).
+**`encode_eq`** (`Vision.encode`); merge-and-project: `geluErf_eq`, `temporalMean_eq`,
+`spaceToDepth_eq`, `Projector.forward_eq`, **`mergeProject_eq`** (`Vision.mergeProject`), and the
+whole tower on one clip, **`clipFeatures_eq`** (`Vision.clipFeatures` with the library's patch
+embedding stored once, what `vision_encoder`'s Lean leg evaluates).
 -/
 
 @[expose] public section
@@ -172,6 +175,70 @@ theorem encode_eq {D A R V M L : Nat} (blocks : List (Block α D A R V M)) (fina
       KimiK3.Vision.encode (listMap Block.toSpec blocks) finalNorm.toTensor eps scale cos.toTensor sin.toTensor
         x.toTensor := by
   rw [encode, normRows_eq, foldBlocks_eq]
+  rfl
+
+/-! ## Merge and project -/
+
+theorem geluErf_eq (x : α) : geluErf x = KimiK3.Vision.geluErf x := rfl
+
+theorem temporalMean_eq {t h w D : Nat} (x : Arr α [t * (h * w), D]) :
+    (temporalMean x).toTensor = KimiK3.Vision.temporalMean x.toTensor := by
+  funext r c d
+  simp only [temporalMean, KimiK3.Vision.temporalMean, Arr.toTensor_apply3, Arr.toTensor_apply2,
+    Arr.get_ten3 _ r.isLt c.isLt d.isLt, sumTo_eq]
+
+theorem spaceToDepth_eq {h' w' mH mW D : Nat} (x : Arr α [h' * mH, w' * mW, D]) :
+    (spaceToDepth x).toTensor = KimiK3.Vision.spaceToDepth x.toTensor := by
+  funext m n
+  simp only [spaceToDepth, KimiK3.Vision.spaceToDepth, Arr.toTensor_apply2, Arr.toTensor_apply3,
+    Arr.get_mat _ m.isLt n.isLt]
+
+/-- The reference projector of an array-backed one. -/
+noncomputable def Projector.toSpec {E T : Nat} (p : Projector α E T) : KimiK3.Vision.Projector α E T where
+  first := p.first.toTensor
+  second := p.second.toTensor
+  norm := p.norm.toTensor
+
+/-- **The executable projector is `Vision.Projector.forward`.** -/
+theorem Projector.forward_eq {E T N : Nat} (p : Projector α E T) (eps : α) (x : Arr α [N, E]) :
+    (p.forward eps x).toTensor = KimiK3.Vision.Projector.forward p.toSpec eps x.toTensor := by
+  simp only [Projector.forward, KimiK3.Vision.Projector.forward]
+  rw [normRows_eq]
+  congr 1
+  funext n o
+  simp only [Arr.toTensor_apply2, Arr.get_mat _ n.isLt o.isLt, sumTo_eq]
+  congr 1; funext k
+  rw [Arr.get_mat _ n.isLt k.isLt, geluErf_eq]
+  simp [Projector.toSpec]
+
+/-- **The executable merge-and-project is `Vision.mergeProject`** (temporal mean, space-to-depth,
+projector). -/
+theorem mergeProject_eq {t h' w' mH mW D T : Nat} (p : Projector α (mH * (mW * D)) T) (eps : α)
+    (y : Arr α [t * ((h' * mH) * (w' * mW)), D]) :
+    (mergeProject p eps y).toTensor = KimiK3.Vision.mergeProject p.toSpec eps y.toTensor := by
+  rw [mergeProject, Projector.forward_eq, spaceToDepth_eq, temporalMean_eq]
+  rfl
+
+/-- **The executable tower on one clip is `Vision.clipFeatures`**: the library's patch embedding
+`Vision.embed` (stored once; its tables' rotary entries `cos`, `sin` are any, the embedding does
+not read them), the executable encoder with the library's RoPE tables and score scale, the
+executable merge-and-project, for the tower whose blocks, final norm and projector are the
+reference views of the array-backed ones (what `vision_encoder`'s Lean leg evaluates). -/
+theorem clipFeatures_eq {P D H₀ W₀ A R V M mH mW T : Nat} (emb : KimiK3.Vision.Embedding α P D H₀ W₀)
+    (blocks : List (Block α D A R V M)) (finalNorm : Arr α [D]) (p : Projector α (mH * (mW * D)) T)
+    (eps projEps theta : α) (F t h' w' : Nat) (hF : t ≤ F)
+    (cos sin : Tensor α [t * ((h' * mH) * (w' * mW)), 2 * R]) (patches : Tensor α [t * ((h' * mH) * (w' * mW)), P]) :
+    (mergeProject p projEps (encode blocks finalNorm eps (scoreScale R)
+        (ropeCos theta R t (h' * mH) (w' * mW)) (ropeSin theta R t (h' * mH) (w' * mW))
+        (Arr.ofTensor _ (KimiK3.Vision.embed emb
+          ({ rows := KimiK3.Vision.weightMatrix H₀ (h' * mH), cols := KimiK3.Vision.weightMatrix W₀ (w' * mW),
+             time := KimiK3.Vision.timeRows t hF (KimiK3.Vision.timeTable F D),
+             cos := cos, sin := sin } :
+            KimiK3.Vision.GridTables α t (h' * mH) (w' * mW) D H₀ W₀ R) patches)))).toTensor =
+      KimiK3.Vision.clipFeatures
+        (⟨emb, listMap Block.toSpec blocks, finalNorm.toTensor, p.toSpec⟩ :
+          KimiK3.Vision.MoonViT α P D H₀ W₀ A R V M mH mW T) eps projEps theta F t h' w' hF patches := by
+  rw [mergeProject_eq, encode_eq, ropeCos_eq, ropeSin_eq, Arr.toTensor_ofTensor]
   rfl
 
 end Vision
