@@ -32,8 +32,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(_STORE, ignore_errors=True)
 
 
-#: The session fixtures that run the full, uncached library build (directly or through it).
-LIBRARY_FIXTURES = ("library_build", "fresh_exports")
+#: The session fixture that runs the full, uncached library build. (`fresh_exports` bundles the
+#: sources it needs and evaluates them without the build's `.olean`s, so its tests need no build.)
+LIBRARY_FIXTURES = ("library_build",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
