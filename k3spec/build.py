@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import queue
 import re
 import resource
 import shutil
@@ -31,6 +32,7 @@ from typing import Iterator
 from . import leanrun
 from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbidden_uses
 from .toolchain import Toolchain, cache_root, check_visible
+from .worker import LeanWorker, WorkerDied
 
 LEAN_OPTIONS = ["-Dexperimental.module=true"]
 #: Lean's warning for a declaration that uses `sorry` (also a theorem body `debug.proofAsSorry` skipped).
@@ -68,6 +70,7 @@ class BuildResult:
     module_s: dict[str, float] = field(default_factory=dict)
     module_rss_mb: dict[str, float] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
+    worker_starts: int = 0
 
     def peak_module(self) -> str:
         """The built module whose Lean process used the most memory ("" when none was built)."""
@@ -181,7 +184,50 @@ def _plain_check(tc: Toolchain, mod: Module, work: Path, olean: Path, ilean: Pat
     return leanrun.run(tc, args, cwd=work / "src", lean_path=[work / "out"])
 
 
-def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float, float]:
+class Checker:
+    """How modules are checked: one plain `lean` process each, or (offline, by default) long-lived
+    Lean workers (`k3spec/worker.py`), one per parallel job, each used by one thread at a time.
+    A worker that dies during a module is replaced, and that module is checked by a plain
+    process: the verdict is always a real check's."""
+
+    def __init__(self, tc: Toolchain, work: Path, jobs: int, plain: bool, quiet: bool) -> None:
+        self.tc = tc
+        self.work = work
+        self.quiet = quiet
+        self.use_workers = tc.kind == "offline" and not plain
+        self._idle: queue.SimpleQueue[LeanWorker] = queue.SimpleQueue()
+        self._all: list[LeanWorker] = []
+        if self.use_workers:
+            for i in range(max(1, jobs)):
+                worker = LeanWorker(tc, work / "workers" / str(i), work / "src", [work / "out"])
+                self._all.append(worker)
+                self._idle.put(worker)
+
+    def check(self, mod: Module, olean: Path, ilean: Path) -> leanrun.LeanResult:
+        """Check `mod`, writing its outputs to `olean`, `ilean` and their siblings."""
+        if not self.use_workers:
+            return _plain_check(self.tc, mod, self.work, olean, ilean)
+        worker = self._idle.get()
+        try:
+            return worker.check(mod.name, mod.path, olean, ilean)
+        except WorkerDied as err:
+            _say(f"[build] {err}; checking {mod.name} with a plain Lean process", self.quiet)
+            return _plain_check(self.tc, mod, self.work, olean, ilean)
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        """End every worker."""
+        for worker in self._all:
+            worker.close()
+
+    @property
+    def worker_starts(self) -> int:
+        """How many worker processes were started."""
+        return sum(w.started for w in self._all)
+
+
+def _build_one(checker: Checker, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float, float]:
     staged_src = work / "src" / mod.path
     staged_src.parent.mkdir(parents=True, exist_ok=True)
     staged_src.write_text(mod.text, encoding="utf-8")
@@ -190,7 +236,7 @@ def _build_one(tc: Toolchain, mod: Module, key: str, work: Path, store: Path) ->
     rel = _olean_rel(mod.name)
     (tmp / rel.parent).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    result = _plain_check(tc, mod, work, tmp / rel.parent / (rel.name + ".olean"), tmp / rel.parent / (rel.name + ".ilean"))
+    result = checker.check(mod, tmp / rel.parent / (rel.name + ".olean"), tmp / rel.parent / (rel.name + ".ilean"))
     seconds = time.monotonic() - start
     diags = _parse_diagnostics(result, mod)
     ok = result.returncode == 0 and not any(d.severity == "error" for d in diags)
@@ -210,8 +256,9 @@ def _say(msg: str, quiet: bool) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def build_offline(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False) -> BuildResult:
-    """Build the library at `root` with the offline toolchain; see the module docstring."""
+def build_offline(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False, plain: bool = False) -> BuildResult:
+    """Build the library at `root` with the offline toolchain; see the module docstring. With
+    `plain`, every module gets its own `lean` process instead of a long-lived worker's job."""
     t0 = time.monotonic()
     result = BuildResult(ok=False)
     try:
@@ -227,7 +274,12 @@ def build_offline(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False)
         folder.mkdir(parents=True, exist_ok=True)
     check_visible(work, "the build folder")
     with _exclusive(work / "lock", quiet):
-        return _build_locked(modules, keys, tc, store, work, result, jobs, quiet, t0)
+        checker = Checker(tc, work, jobs, plain, quiet)
+        try:
+            return _build_locked(modules, keys, checker, store, work, result, jobs, quiet, t0)
+        finally:
+            checker.close()
+            result.worker_starts = checker.worker_starts
 
 
 @contextmanager
@@ -248,7 +300,7 @@ def _exclusive(lock_path: Path, quiet: bool) -> Iterator[None]:
 def _build_locked(
     modules: dict[str, Module],
     keys: dict[str, str],
-    tc: Toolchain,
+    checker: Checker,
     store: Path,
     work: Path,
     result: BuildResult,
@@ -293,7 +345,7 @@ def _build_locked(
             )
             for name in ready[: max(0, parallel - len(running))]:
                 todo.discard(name)
-                running[pool.submit(_build_one, tc, modules[name], keys[name], work, store)] = name
+                running[pool.submit(_build_one, checker, modules[name], keys[name], work, store)] = name
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -349,8 +401,8 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
     return result
 
 
-def build(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False) -> BuildResult:
-    """Check the library at `root` with toolchain `tc`."""
+def build(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False, plain: bool = False) -> BuildResult:
+    """Check the library at `root` with toolchain `tc` (`plain`: offline, one process per module)."""
     if tc.kind == "native":
         return build_native(root, tc, quiet)
-    return build_offline(root, tc, jobs, quiet)
+    return build_offline(root, tc, jobs, quiet, plain)

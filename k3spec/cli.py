@@ -66,11 +66,13 @@ def lean_cmd(args: tuple[str, ...]) -> None:
               help="Repository root holding lakefile.lean and lean/.")
 @click.option("-j", "--jobs", default=2, show_default=True, help="Lean processes at once (offline).")
 @click.option("--quiet", is_flag=True, help="Print only diagnostics and the summary.")
-def build_cmd(root: Path, jobs: int, quiet: bool) -> None:
+@click.option("--plain", is_flag=True,
+              help="Offline: one lean process per module instead of long-lived Lean workers (k3spec/worker.py).")
+def build_cmd(root: Path, jobs: int, quiet: bool, plain: bool) -> None:
     """Check every proof of the library (lake build, or its offline equivalent)."""
     try:
         tc = toolchain.find()
-        result = build_mod.build(root.absolute(), tc, jobs=jobs, quiet=quiet)
+        result = build_mod.build(root.absolute(), tc, jobs=jobs, quiet=quiet, plain=plain)
     except toolchain.ToolchainError as err:
         _fail(str(err))
     for diag in result.diagnostics:
@@ -80,9 +82,13 @@ def build_cmd(root: Path, jobs: int, quiet: bool) -> None:
     click.echo(
         f"build {status}: {len(result.built)} built, {len(result.cached)} up to date, "
         f"{len(result.failed)} failed, {len(result.skipped)} skipped in {result.wall_s:.1f} s "
-        f"({tc.kind} toolchain; peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB{_peak_where(result)})"
+        f"({tc.kind} toolchain{_workers(result)}; peak Lean process memory {result.peak_rss_mb / 1024:.1f} GB{_peak_where(result)})"
     )
     sys.exit(0 if result.ok else 1)
+
+
+def _workers(result: build_mod.BuildResult) -> str:
+    return f", {result.worker_starts} Lean worker start(s)" if result.worker_starts else ""
 
 
 def _peak_where(result: build_mod.BuildResult) -> str:

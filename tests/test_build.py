@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, copy_library
-from k3spec import build, sources
+from k3spec import build, leanrun, sources
 
 pytestmark = pytest.mark.lean
 
@@ -143,3 +144,125 @@ def test_transposed_index_in_the_array_matmul_breaks_its_equality_proof(library_
     end = next(i for i, ln in enumerate(ops, 1) if i > start and ln.startswith("theorem "))
     errors = [d for d in result.diagnostics if d.severity == "error"]
     assert errors and all(d.path == "lean/KimiK3/Exec/Ops.lean" and start <= d.line < end for d in errors), errors
+
+
+def _small_library(root: Path) -> Path:
+    """A three-module library: `Base` passes (with an `#eval` message), `Noisy` has a linter
+    warning, `Broken` fails in a proof; `KimiK3` imports all three."""
+    (root / SMOKE).mkdir(parents=True)
+    for name in ("lakefile.lean", "lean-toolchain"):
+        (root / name).write_text((REPO / name).read_text())
+    head = "module\n\n@[expose] public section\n\n"
+    (root / SMOKE / "Base.lean").write_text(
+        head + "/-- Twice `n`. -/\ndef twice (n : Nat) : Nat := n + n\n\n"
+        "/-- `twice` doubles. -/\ntheorem twice_eq (n : Nat) : twice n = 2 * n := by\n  unfold twice; omega\n\n"
+        "#eval twice 21\n"
+    )
+    (root / SMOKE / "Noisy.lean").write_text(
+        "module\n\npublic import KimiK3.Smoke.Base\n\n@[expose] public section\n\n"
+        "/-- A fact proved with an unused simp argument. -/\ntheorem noisy (n : Nat) : twice n + 0 = twice n := by\n"
+        "  simp [Nat.mul_comm]\n"
+    )
+    (root / SMOKE / "Broken.lean").write_text(
+        "module\n\npublic import KimiK3.Smoke.Base\n\n@[expose] public section\n\n"
+        "/-- A false claim. -/\ntheorem broken : twice 2 = 5 := by\n  decide\n"
+    )
+    (root / "lean" / "KimiK3.lean").write_text(
+        "module\n\npublic import KimiK3.Smoke.Noisy\npublic import KimiK3.Smoke.Broken\n"
+    )
+    return root
+
+
+def _outputs(store: Path) -> dict[str, Path]:
+    """Every output file of a build's object store, by its path below the module's object."""
+    return {"/".join(p.relative_to(store).parts[1:]): p
+            for p in store.rglob("*") if p.is_file() and p.name != "diagnostics.json"}
+
+
+def _same_module_data(tc, pairs: list[tuple[Path, Path]], folder: Path) -> list[str]:
+    """`k3spec/lean/SameModuleData.lean` on `pairs` of `.olean` paths: one `same PATH` line per
+    pair whose three parts hold equal constants and extension entry counts."""
+    folder.mkdir(parents=True)
+    shutil.copyfile(REPO / "k3spec" / "lean" / "SameModuleData.lean", folder / "SameModuleData.lean")
+    (folder / "pairs.txt").write_text("\n".join(f"{a} {b}" for a, b in pairs) + "\n")
+    result = leanrun.run(tc, ["SameModuleData.lean"], cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [line for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_workers_and_plain_processes_give_the_same_verdicts_diagnostics_and_outputs(tc, tmp_path, monkeypatch) -> None:
+    """The long-lived workers (`k3spec/worker.py`) check modules exactly as one `lean` process
+    per module does: the same verdicts, the same diagnostics (an `#eval` message, a warning, an
+    error), the same `.ilean` bytes, and `.olean` parts with equal constants (names, types,
+    values) and extension entry counts (`k3spec/lean/SameModuleData.lean`; their bytes may differ
+    in sharing and padding, as that file explains). With one job per worker, every module gets a
+    fresh worker: the recycling path."""
+    if tc.kind != "offline":
+        pytest.skip("workers are the offline toolchain's")
+    root = _small_library(tmp_path / "lib")
+    runs = {}
+    for path, env in (("plain", {}), ("workers", {}), ("recycled", {"K3SPEC_WORKER_JOBS": "1"})):
+        monkeypatch.setenv("K3SPEC_BUILD_CACHE", str(tmp_path / path / "objects"))
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        runs[path] = build.build(root, tc, plain=path == "plain")
+    plain = runs["plain"]
+    assert not plain.ok
+    assert sorted(plain.built) == ["KimiK3.Smoke.Base", "KimiK3.Smoke.Noisy"]
+    assert plain.failed == ["KimiK3.Smoke.Broken"] and plain.skipped == ["KimiK3"]
+    rendered = sorted(d.render() for d in plain.diagnostics)
+    assert any("Base.lean:12:0: information: 42" in line for line in rendered), rendered
+    assert any("Noisy.lean:9:8: error: This simp argument is unused" in line for line in rendered), rendered
+    assert any("Broken.lean:9:2: error: Tactic `decide` proved that the proposition" in line for line in rendered), rendered
+    assert plain.worker_starts == 0
+    expected = _outputs(tmp_path / "plain" / "objects")
+    suffixes = (".olean", ".olean.server", ".olean.private", ".ilean", ".ir")
+    assert sorted(expected) == sorted(f"{SMOKE[5:]}/{m}{s}" for m in ("Base", "Noisy") for s in suffixes)
+    pairs = []
+    for path, starts in (("workers", 2), ("recycled", 3)):
+        run = runs[path]
+        assert (run.ok, sorted(run.built), run.failed, run.skipped) == (False, sorted(plain.built), plain.failed, plain.skipped)
+        assert sorted(d.render() for d in run.diagnostics) == rendered, path
+        assert run.worker_starts == starts, path
+        got = _outputs(tmp_path / path / "objects")
+        assert got.keys() == expected.keys()
+        for name in expected:
+            if name.endswith(".ilean"):
+                assert got[name].read_bytes() == expected[name].read_bytes(), (path, name)
+            elif name.endswith(".olean"):
+                pairs.append((expected[name], got[name]))
+    lines = _same_module_data(tc, pairs, tmp_path / "compare")
+    assert lines == [f"same {a}" for a, _ in pairs]
+
+
+def test_a_worker_that_dies_leaves_the_module_to_a_plain_process(tc, tmp_path, monkeypatch) -> None:
+    """Killing a worker during its job raises `WorkerDied` with its exit status; the build then
+    checks the module with a plain process and reports it, with the verdict unchanged."""
+    if tc.kind != "offline":
+        pytest.skip("workers are the offline toolchain's")
+    from k3spec import worker
+
+    root = _small_library(tmp_path / "lib")
+    (root / SMOKE / "Broken.lean").unlink()
+    (root / SMOKE / "Noisy.lean").unlink()
+    (root / "lean" / "KimiK3.lean").write_text("module\n\npublic import KimiK3.Smoke.Base\n")
+    monkeypatch.setenv("K3SPEC_BUILD_CACHE", str(tmp_path / "objects"))
+    real_write = worker.LeanWorker._write
+    killed: list[str] = []
+
+    def kill_before_the_job(self, name: str, text: str) -> None:
+        if text.startswith("KimiK3\n") and not killed:
+            self._proc.kill()
+            self._proc.wait()
+            killed.append(name)
+        real_write(self, name, text)
+
+    monkeypatch.setattr(worker.LeanWorker, "_write", kill_before_the_job)
+    messages: list[str] = []
+    monkeypatch.setattr(build, "_say", lambda msg, quiet: messages.append(msg))
+    result = build.build(root, tc, jobs=1)
+    assert killed == ["job-1"]
+    assert result.ok, [d.render() for d in result.diagnostics]
+    assert sorted(result.built) == ["KimiK3", "KimiK3.Smoke.Base"]
+    died = [m for m in messages if "checking KimiK3 with a plain Lean process" in m]
+    assert died and "the Lean worker ended (exit -9) during its check of KimiK3" in died[0], messages

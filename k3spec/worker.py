@@ -1,0 +1,177 @@
+"""Long-lived offline Lean processes that check module after module (`k3spec build`).
+
+Every offline `lean` process spends about 3.5 s of CPU instantiating and linking the WebAssembly
+before it reads its file, more than half of what a typical library module costs
+(docs/benchmarks-lean.md, "Long-lived workers"). A `LeanWorker` starts Lean once on
+`k3spec/lean/Worker.lean`, whose `#eval` loop elaborates each module it is sent with
+`Lean.Elab.runFrontend`, the function the `lean` executable's `main` calls, with the arguments of
+the plain command line (`build._plain_check`). `tests/test_build.py` checks that both paths give
+the same verdicts, the same diagnostics and the same `.olean`, `.olean.server`, `.ilean` and
+`.ir` bytes.
+
+Protocol, through files in the worker's own folder (`Worker.lean` explains the Lean side): we
+write `job-<n>` (module name, source path, `.olean` path, `.ilean` path), the worker writes the
+module's messages to `out-<n>.json` and then `done-<n>` (`ok` or `error`, and milliseconds); a
+`quit` job ends it. The worker runs in its folder, where `lean` links to the build's staged
+sources, so source paths are the plain command line's, relative (they end up in the outputs).
+
+Memory: the offline Lean is 32-bit WebAssembly, and each job's imported `.olean` data stays in
+its heap until the process ends. A worker is therefore replaced once its
+resident memory passes `K3SPEC_WORKER_RECYCLE_MB` (default 2400) or it has run
+`K3SPEC_WORKER_JOBS` jobs (default 24). Measured on the library: a worker starts at about 0.9 GB,
+a job adds 50-200 MB, and the process dies ("INTERNAL PANIC: out of memory") near 2.9-3.2 GB. A
+worker that dies during a job anyway raises `WorkerDied`; the build then checks that module with a
+plain process, so a death costs time, never a verdict.
+
+A worker takes one of the machine-wide Lean slots (`leanrun.lean_slot`) only while it starts or
+runs a job, so other Lean processes queue fairly between its jobs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from . import leanrun
+from .toolchain import Toolchain
+
+WORKER_SOURCE = Path(__file__).parent / "lean" / "Worker.lean"
+#: How often the driver looks for the worker's answer files.
+POLL_S = 0.01
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended before it answered; the message quotes what it printed last."""
+
+
+def _limit(name: str, default: int) -> int:
+    raw = os.environ.get(name, str(default))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before `exec`: get SIGKILL when the thread that started it ends (Linux
+    `PR_SET_PDEATHSIG`), so no worker outlives a build that crashed. (libc is loaded before the
+    fork: nothing here takes a lock.)"""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _rss_mb(pid: int, field: str) -> float:
+    """`VmRSS` or `VmHWM` of a live process, in MB (0 when it cannot be read)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+class LeanWorker:
+    """One long-lived offline Lean process, started on its first job."""
+
+    def __init__(self, tc: Toolchain, folder: Path, sources: Path, lean_path: list[Path]) -> None:
+        if tc.kind != "offline":
+            raise ValueError("Lean workers are for the offline toolchain (a native Lean starts in milliseconds)")
+        self.tc = tc
+        self.folder = folder
+        self.sources = sources
+        self.lean_path = lean_path
+        self.recycle_mb = _limit("K3SPEC_WORKER_RECYCLE_MB", 2400)
+        self.max_jobs = _limit("K3SPEC_WORKER_JOBS", 24)
+        self.started = 0
+        self._proc: subprocess.Popen | None = None
+        self._jobs = 0
+
+    # --- life cycle -------------------------------------------------------------------------------
+    def _start(self) -> None:
+        """Start the process and wait until its loop runs (called with a Lean slot held)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        shutil.copyfile(WORKER_SOURCE, self.folder / "Worker.lean")
+        (self.folder / "lean").symlink_to(self.sources / "lean")
+        argv, env = leanrun.command(self.tc, ["Worker.lean"])
+        env["LEAN_PATH"] = os.pathsep.join([str(self.tc.stdlib), *map(str, self.lean_path)])
+        with open(self.folder / "stdout.txt", "w") as out, open(self.folder / "stderr.txt", "w") as err:
+            self._proc = subprocess.Popen(argv, cwd=self.folder, env=env, stdout=out, stderr=err,
+                                          preexec_fn=_die_with_parent)
+        self._jobs = 0
+        self.started += 1
+        self._wait_for(self.folder / "ready", "start")
+
+    def close(self) -> None:
+        """Send `quit` and reap the process (killed if it does not end within 30 s)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self._write(f"job-{self._jobs}", "quit\n")
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _write(self, name: str, text: str) -> None:
+        tmp = self.folder / (name + ".tmp")
+        tmp.write_text(text)
+        tmp.rename(self.folder / name)
+
+    def _last_words(self) -> str:
+        """Why the worker ended, from what it printed: its panic or error lines (e.g. "INTERNAL
+        PANIC: out of memory"), else its last lines, without the toolchain's debug lines."""
+        lines: list[str] = []
+        for name in ("stderr.txt", "stdout.txt"):
+            path = self.folder / name
+            if path.exists():
+                filt = leanrun.DebugFilter()
+                lines += [line.strip() for line in path.read_text(errors="replace").splitlines() if filt.keep(line) and line.strip()]
+        errors = [line for line in lines if "PANIC" in line or "Error" in line or "error" in line]
+        return "; ".join((errors or lines)[-3:]) or "no message"
+
+    def _wait_for(self, path: Path, what: str) -> None:
+        assert self._proc is not None
+        while not path.exists():
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._proc = None
+                raise WorkerDied(f"the Lean worker ended (exit {code}) during its {what}: {self._last_words()}")
+            time.sleep(POLL_S)
+
+    # --- jobs -------------------------------------------------------------------------------------
+    def check(self, module: str, source: Path, olean: Path, ilean: Path) -> leanrun.LeanResult:
+        """Elaborate `module` like `lean --json -o OLEAN -i ILEAN SOURCE`: the exit code a plain
+        process would give (0, or 1 when the frontend failed), its messages, and the worker's
+        peak resident memory. Raises `WorkerDied` if the process ends first."""
+        with leanrun.lean_slot():
+            if self._proc is None:
+                self._start()
+            n = self._jobs
+            self._jobs += 1
+            self._write(f"job-{n}", f"{module}\n{source}\n{olean}\n{ilean}\n")
+            self._wait_for(self.folder / f"done-{n}", f"check of {module}")
+        assert self._proc is not None
+        verdict = (self.folder / f"done-{n}").read_text().split()
+        if not verdict or verdict[0] not in ("ok", "error"):
+            raise WorkerDied(f"the Lean worker did not understand job {n} ({module}): {' '.join(verdict)}")
+        out = (self.folder / f"out-{n}.json").read_text(errors="replace")
+        err = (self.folder / f"err-{n}.txt").read_text(errors="replace")
+        for name in (f"job-{n}", f"done-{n}", f"out-{n}.json", f"err-{n}.txt"):
+            (self.folder / name).unlink(missing_ok=True)
+        filt = leanrun.DebugFilter()
+        stdout = "\n".join(line for line in out.splitlines() if filt.keep(line))
+        peak_mb = _rss_mb(self._proc.pid, "VmHWM")
+        if _rss_mb(self._proc.pid, "VmRSS") > self.recycle_mb or self._jobs >= self.max_jobs:
+            self.close()
+        return leanrun.LeanResult(0 if verdict[0] == "ok" else 1, stdout, err.strip(), peak_mb)
