@@ -162,16 +162,16 @@ def _chunk_group(
     eo[..., Cp:, :] = 0
     torch.neg(X @ qk_hat[..., 1, :], out=R[..., :Cp, :])
     R[..., Cp:, :] = qk_hat[..., 0, :]
-    for eo_n, R_n, kt_n, d_n in zip(eo, R, k_tail.mT, decay[..., None]):  # S0 <- Diag(e^{G_C}) S0 + K_tail^T E
+    E, O = eo[..., :Cp, :], eo[..., Cp:, :]
+    for eo_n, E_n, R_n, kt_n, d_n in zip(eo, E, R, k_tail.mT, decay[..., None]):  # S0 <- D[0, C) S0 + K_tail^T E
         eo_n.baddbmm_(R_n, S)
-        S.mul_(d_n).baddbmm_(kt_n, eo_n[:, :Cp])
-    E, O = eo[..., :Cp, :].flatten(0, 1), eo[..., Cp:, :].flatten(0, 1)
-    return torch.baddbmm(O, MP[..., 0, :].flatten(0, 1), E).view_as(v)
+        S.mul_(d_n).baddbmm_(kt_n, E_n)
+    return torch.baddbmm(O.flatten(0, 1), MP[..., 0, :].flatten(0, 1), E.flatten(0, 1)).view_as(v)
 
 
 def _padded(C: int) -> int:
     """C' >= C, the chunk length the intra-chunk products use: the next multiple of SUB_CHUNK when
-    C > SUB_CHUNK, else the next power of two (the halving in `_diagonal_blocks` needs one)."""
+    C > SUB_CHUNK, else the next power of two (the doubling in `_diagonal_blocks` needs one)."""
     return 1 << (C - 1).bit_length() if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
 
 
@@ -207,10 +207,8 @@ def _intra_chunk(
     c = min(C, SUB_CHUNK)
     n = C // c
     qks = qk.view(*lead, n, c, 2, K)
-    MPd, left, right = _diagonal_blocks(qks, alpha.view(*lead, n, c, K))  # D[b_i, t+1), D[s+1, b_j + c)
-    qk_left = qks * left[..., None, :]
-    k_right = right.mul_(qks[..., 1, :])
-    whole = left[..., -1, :]  # [..., n, K]: D over each whole sub-chunk
+    MPd, qk_left, k_right, whole = _diagonal_blocks(qks, alpha.view(*lead, n, c, K))
+    # D[b_i, t+1) (q_t, k_t), D[s+1, b_j + c) k_s and D over each whole sub-chunk [..., n, K]
     if n == 1:  # b_0 = 0 and b_0 + c = C: already D[0, t+1) (q_t, k_t) and D[s+1, C) k_s
         return MPd.view(*lead, C, 2, C), qk_left.view_as(qk), k_right.view_as(alpha), whole[..., 0, :]
     MP = qk.new_zeros(*lead, C, 2, C)
@@ -228,43 +226,43 @@ def _intra_chunk(
     return MP, qk_left.view_as(qk), k_right.view_as(alpha), upto[..., -1, :]
 
 
-def _diagonal_blocks(qk: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _diagonal_blocks(
+    qk: torch.Tensor, alpha: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """From qk [..., c, 2, K] (q_t, k_t) and the retentions alpha [..., c, K] (c a power of two),
     D[a, b) = prod_{a<=r<b} alpha_r: MP [..., c, 2, c] with MP[t, 0, s] = M[t,s] =
     q_t . D[s+1, t+1) k_s (s <= t) and MP[t, 1, s] = P[t,s] = k_t . D[s+1, t+1) k_s (s < t), zero
-    elsewhere; left = D[0, t+1) and right = D[s+1, c) [..., c, K].
+    elsewhere; qk_left [..., c, 2, K] (D[0, t+1) q_t and k_t), k_right [..., c, K] (D[s+1, c) k_s)
+    and D[0, c) [..., K].
 
-    Doubling over aligned blocks of w = 1, 2, 4, ..., c/2 tokens, keeping left_t = D[a, t+1) and
-    right_s = D[s+1, a+w) for the block [a, a+w) of each token: in each 2w-block [a, a+2w) the
-    first half A and second half B give D[s+1, t+1) = D[s+1, a+w) D[a+w, t+1) = right_s left_t for
-    s in A, t in B (`decayRange_split_of_le`): one product [s in A] x [(t, q|k) in B]; then the blocks
-    double, right_s *= left_{a+2w-1} (= D[a+w, a+2w)) in A and left_t *= left_{a+w-1}
-    (= D[a, a+w)) in B. w = 1 (pairs s = t-1, factor alpha_t) as dot products; the diagonal
-    t = s is D[t+1, t+1) = 1. Products of retentions only: no exponential, no pairwise tensor."""
+    Doubling over aligned blocks [a, a+w) of w = 1, 2, 4, ..., c/2 tokens, keeping per token
+    qk_left_t = D[a, t+1) (q_t, k_t) and k_right_s = D[s+1, a+w) k_s, and per block D[a, a+w): in
+    each 2w-block [a, a+2w), s in its first half A and t in its second half B get
+    D[s+1, t+1) = D[s+1, a+w) D[a+w, t+1) (`decayRange_split_of_le`), so one product of the kept
+    rows [s in A] x [(t, q|k) in B] gives those entries; then the blocks double: k_right_s *=
+    D[a+w, a+2w) in A, qk_left_t *= D[a, a+w) in B, D[a, a+2w) = D[a, a+w) D[a+w, a+2w). w = 1
+    (s = t - 1) as dot products; the diagonal t = s is D[t+1, t+1) = 1. Products of retentions
+    only: no exponential, no pairwise tensor."""
     *lead, c, _, K = qk.shape
     MP = qk.new_zeros(*lead, c, 2, c)
     MP.diagonal(0, -3, -1)[..., 0, :].copy_(torch.linalg.vecdot(qk[..., 0, :], qk[..., 1, :]))
-    left, right = alpha.clone(), torch.ones_like(alpha)  # blocks of one token: D[t, t+1) = alpha_t, D[s+1, s+1) = 1
-    if c > 1:  # w = 1: (s, t) = (2j, 2j+1)
-        h = c // 2
-        qk4, left3, right3 = qk.view(*lead, h, 2, 2, K), left.view(*lead, h, 2, K), right.view(*lead, h, 2, K)
-        right3[..., 0, :] = left3[..., 1, :]
-        pairs = torch.linalg.vecdot(qk4[..., 1, :, :], (qk4[..., 0, 1, :] * right3[..., 0, :])[..., None, :])  # [..., h, 2]
-        MP.view(*lead, h, 2, 2, h, 2)[..., :, 1, :, :, 0].diagonal(0, -3, -1).copy_(pairs.mT)
-        left3[..., 1, :].mul_(left3[..., 0, :])
-    w = 2
+    qk_left, k_right, block = qk * alpha[..., None, :], qk[..., 1, :].clone(), alpha  # w = 1: D[t, t+1), D[s+1, s+1)
+    w = 1
     while w < c:
         m = c // (2 * w)
-        qk6, left5, right5 = qk.view(*lead, m, 2, w, 2, K), left.view(*lead, m, 2, w, K), right.view(*lead, m, 2, w, K)
-        k_A = qk6[..., 0, :, 1, :] * right5[..., 0, :, :]  # right_s k_s, s in A  [..., m, w, K]
-        qk_B = qk6[..., 1, :, :, :] * left5[..., 1, :, None, :]  # left_t (q_t, k_t), t in B  [..., m, w, 2, K]
-        blocks = k_A @ qk_B.flatten(-3, -2).mT  # [..., m, w (s), 2w (t, q|k)]
-        MP7 = MP.view(*lead, m, 2, w, 2, m, 2, w)[..., :, 1, :, :, :, 0, :]  # rows t in B, columns s in A
-        MP7.diagonal(0, -5, -2).copy_(blocks.view(*lead, m, w, w, 2).movedim(-4, -1).movedim(-4, -2))
-        right5[..., 0, :, :].mul_(left5[..., 1, w - 1 : w, :])
-        left5[..., 1, :, :].mul_(left5[..., 0, w - 1 : w, :])
+        qkl6, kr5, block4 = qk_left.view(*lead, m, 2, w, 2, K), k_right.view(*lead, m, 2, w, K), block.view(*lead, m, 2, K)
+        if w == 1:  # pairs (2j, 2j+1): dot products (a batch of 1-row products is slow)
+            pairs = torch.linalg.vecdot(qkl6[..., 1, 0, :, :], kr5[..., 0, :, :])  # [..., m, 2 (q|k)]
+            MP.view(*lead, m, 2, 2, m, 2)[..., :, 1, :, :, 0].diagonal(0, -3, -1).copy_(pairs.mT)
+        else:
+            blocks = kr5[..., 0, :, :] @ qkl6[..., 1, :, :, :].flatten(-3, -2).mT  # [..., m, w (s), 2w (t, q|k)]
+            MP7 = MP.view(*lead, m, 2, w, 2, m, 2, w)[..., :, 1, :, :, :, 0, :]  # rows t in B, columns s in A
+            MP7.diagonal(0, -5, -2).copy_(blocks.view(*lead, m, w, w, 2).movedim(-4, -1).movedim(-4, -2))
+        kr5[..., 0, :, :].mul_(block4[..., 1, None, :])
+        qkl6[..., 1, :, :, :].mul_(block4[..., 0, None, None, :])
+        block = block4[..., 0, :] * block4[..., 1, :]
         w *= 2
-    return MP, left, right
+    return MP, qk_left, k_right, block[..., 0, :]
 
 
 def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:
