@@ -12,12 +12,14 @@ Not a test: nothing here asserts a speed.
 import argparse
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pybridge, not an installed one
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
