@@ -246,7 +246,8 @@ def _diagonal_blocks(
     *lead, c, _, K = qk.shape
     MP = qk.new_zeros(*lead, c, 2, c)
     MP.diagonal(0, -3, -1)[..., 0, :].copy_(torch.linalg.vecdot(qk[..., 0, :], qk[..., 1, :]))
-    qk_left, k_right, block = qk * alpha[..., None, :], qk[..., 1, :].clone(), alpha  # w = 1: D[t, t+1), D[s+1, s+1)
+    # blocks of one token: D[t, t+1) = alpha_t on q_t and k_t, D[s+1, s+1) = 1 on k_s, block decays alpha
+    qk_left, k_right, block = qk * alpha[..., None, :], qk[..., 1, :].clone(), alpha
     w = 1
     while w < c:
         m = c // (2 * w)
