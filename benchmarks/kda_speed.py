@@ -6,7 +6,9 @@ In one run: the fp32 matmul roofline measured here (batched [4, 16, 128] x [4, 1
 and a 1024^3 matmul), `kda_chunked` before (pybridge/kda.py at git revision REV, loaded from
 `git show`) and after (the working tree), fla's naive kernels and transformers' Kimi Linear torch
 fallbacks. Medians of `--repeats` interleaved rounds after one warm-up (the machine is shared
-and loaded: the median is what a user sees; the minimum is printed beside it). `--write`
+and loaded: the median is what a user sees; the minimum is printed beside it), in wall time and
+in the calling thread's CPU time (which leaves out the time the thread waits for a core: a
+20 ms call is descheduled on a loaded machine far more often than a 20 us tile). `--write`
 replaces this script's section of the file. Not a test: nothing here asserts a speed.
 """
 
@@ -33,28 +35,30 @@ ROOT = Path(__file__).resolve().parents[1]
 HEADING = "## KDA speed at T = 2048 (benchmarks/kda_speed.py, medians)"
 
 
-def times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
-    """Seconds per round for each function; rounds interleave the functions so that load from
-    other processes hits all of them alike."""
+def times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[list[float], list[float]]]:
+    """(wall seconds, thread CPU seconds) per round for each function; rounds interleave the
+    functions so that load from other processes hits all of them alike."""
     for fn in fns.values():
         fn()
-    out: dict[str, list[float]] = {name: [] for name in fns}
+    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             fn()
-            out[name].append(time.perf_counter() - t0)
+            out[name][0].append(time.perf_counter() - t0)
+            out[name][1].append(time.thread_time() - c0)
     return out
 
 
-def roofline(repeats: int) -> tuple[float, float]:
-    """Median float32 GFLOPS of a batched [H, 16, K] x [H, K, V] product and a 1024^3 matmul
-    (measured apart: the large one would evict the tiles from cache)."""
+def roofline(repeats: int) -> tuple[float, float, float]:
+    """Median float32 GFLOPS of a batched [H, 16, K] x [H, K, V] product (wall, CPU) and of a
+    1024^3 matmul (measured apart: the large one would evict the tiles from cache)."""
     a_hck, b_hkv = torch.randn(H, 16, K), torch.randn(H, K, V)
     big = torch.randn(1024, 1024)
-    tile = statistics.median(times({"tile": lambda: torch.bmm(a_hck, b_hkv)}, 50 * repeats)["tile"])
-    large = statistics.median(times({"large": lambda: big @ big}, repeats)["large"])
-    return 2 * H * 16 * K * V / tile / 1e9, 2 * 1024**3 / large / 1e9
+    tile_wall, tile_cpu = times({"tile": lambda: torch.bmm(a_hck, b_hkv)}, 50 * repeats)["tile"]
+    large = statistics.median(times({"large": lambda: big @ big}, repeats)["large"][0])
+    return (2 * H * 16 * K * V / statistics.median(tile_wall) / 1e9, 2 * H * 16 * K * V / statistics.median(tile_cpu) / 1e9,
+            2 * 1024**3 / large / 1e9)
 
 
 def load_before(rev: str):
@@ -95,7 +99,7 @@ def impls(before) -> dict[str, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
 def section(before_rev: str, repeats: int) -> list[str]:
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
-    tile, big = roofline(repeats)
+    tile, tile_cpu, big = roofline(repeats)
     fns = impls(load_before(before_rev))
     with torch.no_grad():
         ref = fns["ours kda_recurrent"]()[0]
@@ -106,16 +110,21 @@ def section(before_rev: str, repeats: int) -> list[str]:
         f"One run of `python benchmarks/kda_speed.py --before {before_rev} --repeats {repeats}`: torch {torch.__version__},"
         f" threads=1, {platform.machine()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}; float32."
         f" B={B}, H={H}, K={K}, V={V}, T={T}. The machine is shared and loaded (1-min load average {load:.1f} at start,"
-        f" Lean builds and other helpers running), so seconds are medians of {repeats} interleaved rounds; min beside.",
-        f"Roofline measured in the same run (medians): {tile:.0f} GFLOPS for [{H}, 16, {K}] x [{H}, {K}, {V}] tiles,"
-        f" {big:.0f} GFLOPS for a 1024^3 matmul. \"x roofline\" = seconds / (`kda_flops` / tile rate).", "",
-        "| implementation | median s | min s | x roofline (tile) | max abs diff vs ours kda_recurrent |",
-        "|---|---|---|---|---|",
+        f" {os.getloadavg()[0]:.1f} at the end; Lean builds and other helpers running), so seconds are medians of"
+        f" {repeats} interleaved rounds, min beside; wall time, and the calling thread's CPU time.",
+        f"Roofline measured in the same run (medians): {tile:.0f} GFLOPS for [{H}, 16, {K}] x [{H}, {K}, {V}] tiles"
+        f" ({tile_cpu:.0f} by CPU time), {big:.0f} GFLOPS for a 1024^3 matmul."
+        f" \"x roofline\" = seconds / (`kda_flops` / tile rate), wall over wall and CPU over CPU.", "",
+        "| implementation | median s | min s | median CPU s | x roofline (tile) | x roofline (tile, CPU) | max abs diff vs ours kda_recurrent |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for name, ts in secs.items():
+    for name, (wall, cpu) in secs.items():
         C = 64 if "chunk 64" in name else 16 if "chunk 16" in name else None
-        roof = f"{statistics.median(ts) / (kda_flops(T, C) / (tile * 1e9)):.1f}x" if name.startswith("ours kda_chunked") else ""
-        lines.append(f"| {name} | {statistics.median(ts):.4f} | {min(ts):.4f} | {roof} | {diffs[name]:.1e} |")
+        ours = name.startswith("ours kda_chunked")
+        roof = f"{statistics.median(wall) / (kda_flops(T, C) / (tile * 1e9)):.1f}x" if ours else ""
+        roof_cpu = f"{statistics.median(cpu) / (kda_flops(T, C) / (tile_cpu * 1e9)):.1f}x" if ours else ""
+        lines.append(f"| {name} | {statistics.median(wall):.4f} | {min(wall):.4f} | {statistics.median(cpu):.4f} | {roof} | {roof_cpu}"
+                     f" | {diffs[name]:.1e} |")
     return lines + [""]
 
 

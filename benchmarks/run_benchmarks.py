@@ -12,12 +12,14 @@ Not a test: nothing here asserts a speed.
 import argparse
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's pybridge, not an installed one
 from pybridge.checkpoint import random_model
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
@@ -56,10 +58,10 @@ def kda_inputs(T: int, seed: int = 0):
 
 def kda_flops(T: int, C: int) -> float:
     """The chunked form's matrix-product FLOPs per call: per chunk the state pass's three
-    [C, K] x [K, V] products, the UT solve's (I + A)^-1 applied to V and K_hat, M applied to U and
-    W, and the C x C decay-weighted products of q and k with k (within and across sub-chunks)."""
+    [C, K] x [K, V] products, the UT solve's (I + A)^-1 Diag(beta) applied to V and K_hat, M applied
+    to E, and the C x C decay-weighted products of q and k with k (within and across sub-chunks)."""
     N = -(-T // C)
-    per_chunk = 3 * 2 * C * K * V + 2 * 2 * C * C * (V + K) + 2 * 2 * C * C * K
+    per_chunk = 3 * 2 * C * K * V + 2 * C * C * (V + K) + 2 * C * C * V + 2 * 2 * C * C * K
     return float(B * H * N * per_chunk)
 
 

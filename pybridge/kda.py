@@ -54,7 +54,8 @@ def _compute(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 GROUP_TOKENS = 256  # kda_chunked works through the sequence in groups of whole chunks of about this many tokens
-SUB_CHUNK = 16  # kda_chunked: sub-chunk size; e^{G_t-G_s} is factored by halving within a sub-chunk, by sub-chunk ends across them
+SUB_CHUNK = 16  # kda_chunked: sub-chunk size; decay products are doubled within a sub-chunk, joined at sub-chunk ends across them
+LOG2E = 1.4426950408889634  # kda_chunked forms alpha = e^g as 2^(g log2 e): torch's exp2 is about 4x faster than exp on a CPU
 
 
 def kda_chunked(
@@ -79,8 +80,9 @@ def kda_chunked(
     (strictly lower triangular), K_hat rows e^{G_t} k_t. With the UT inverse (I + A)^-1:
     E = U - W S0, U = (I + A)^-1 Diag(beta) V, W = (I + A)^-1 Diag(beta) K_hat, computed for
     many chunks at once; then a loop over chunks carries S0:
-        O = Q_hat S0 + M E = (Q_hat - M W) S0 + M U,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),
-        Q_hat rows e^{G_t} q_t,  S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T.
+        O = Q_hat S0 + M E,  M[t,s] = q_t . e^{G_t-G_s} k_s (s <= t),  Q_hat rows e^{G_t} q_t,
+        S0 <- Diag(e^{G_C}) S0 + sum_s (e^{G_C-G_s} k_s) e_s^T
+    (the loop forms E and Q_hat S0 with one product per chunk; M E is added for all chunks after it).
 
     Proved (over every scalar field, any chunk sizes, all inputs): this WY/UT form equals the
     token recurrence, `KimiK3.KDA.wyChunkedRun_eq_run` (one chunk: `wyChunk_eq_run`; the
@@ -88,31 +90,31 @@ def kda_chunked(
     lean/KimiK3/Sequence/KDAWYChunk.lean, definitions in KDAWY.lean. There e^{G_t-G_s} is
     D[s+1, t+1) = prod_{s<r<=t} alpha_r, a product of retentions between two positions
     (`decayRange`, every factor in [0, 1]: `decayRange_mem_unit`, exponent <= 0:
-    `decayRange_exp_le_one`, KDAWYDecay.lean); the sub-chunk factoring below is
-    D[a, b) = D[a, m) D[m, b) (`decayRange_split`, `decayRange_subchunk`). Trusted: that the
+    `decayRange_exp_le_one`, KDAWYDecay.lean); the factoring below is D[a, b) = D[a, m) D[m, b)
+    (`decayRange_split`, `decayRange_split_of_le`, `decayRange_subchunk`). Trusted: that the
     torch code below computes those definitions (checked against `kda_recurrent`, and against
     the Lean example's exact values in tests/test_kda_wy.py).
 
-    Numerics: every exponential this function forms has an exponent <= 0, so every factor is
-    in [0, 1]. A and M need e^{G_t-G_s} for s <= t, which is never formed as e^{G_t} e^{-G_s}
-    (e^{-G_s} reaches e^{5C} at the gate floor g = -5; the old e^{±(G - G_mid)} form gave NaN in
-    float32 from C = 36). Each chunk is cut into sub-chunks of c = min(C, SUB_CHUNK) tokens (a
+    Numerics: the one exponential is the retention alpha_t = e^{g_t} (formed as 2^{g_t log2 e}:
+    exp2 is several times faster than exp on a CPU), exponent <= 0, so alpha_t is in [0, 1]. Every
+    decay factor is then D[a, b) itself, a product of retentions as the Lean `decayRange` is
+    defined, built along D[a, b) = D[a, m) D[m, b), never as e^{G_t} e^{-G_s} (e^{-G_s} reaches
+    e^{5C} at the gate floor g = -5; the old e^{±(G - G_mid)} form gave NaN in float32 from
+    C = 36). Each chunk is cut into sub-chunks of c = min(C, SUB_CHUNK) tokens starting at b_i (a
     chunk that is not a multiple of c is padded at its end with identity tokens q = k = v = 0,
     beta = g = 0: A is lower triangular, so the leading C x C block of the padded system is the
-    chunk's own). For sub-chunk i let b_i be G just before it (0 for the first) and E_i G at its
-    last token:
-      * s <= t both in sub-chunk i (c padded to a power of two when C < SUB_CHUNK): halved
-        down to single tokens (`_diagonal_blocks`): in each 2w-block (w = c/2, ..., 1) with
-        first half A ending at E_A, t in the second half and s in A get
-        e^{G_t-G_s} = e^{G_t-E_A} e^{E_A-G_s}, both exponents <= 0 (G is a cumulative sum of
-        g <= 0, non-increasing also after float rounding); t = s is 1, s > t stays exactly 0;
-      * s in sub-chunk j < i: e^{G_t-G_s} = e^{G_t-b_i} e^{b_i-E_j} e^{E_j-G_s}, every exponent
-        <= 0 because G is non-increasing and s <= (end of j) <= (end of i-1) < t;
-      * e^{G_t} = e^{b_i} e^{G_t-b_i} (Q_hat, K_hat), e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s} and
-        the state decay e^{G_C}: exponents <= 0.
-    So no factor exceeds 1 whatever C and g are, and a product of factors <= 1 underflows only
-    where the exact term is below the dtype's smallest normal number. This changes only how
-    e^{G_t-G_s} is factored, not the system. The padding tail of the last chunk is an identity
+    chunk's own):
+      * s <= t both in sub-chunk i (c padded to a power of two when C < SUB_CHUNK): doubling over
+        aligned blocks (`_diagonal_blocks`): in each 2w-block [a, a+2w) (w = 1, 2, ..., c/2), s in
+        its first half and t in its second half get D[s+1, t+1) = D[s+1, a+w) D[a+w, t+1), and
+        both factors, kept per token, double with the blocks; t = s is 1, s > t stays exactly 0;
+      * s in sub-chunk j < i: D[s+1, t+1) = D[s+1, b_{j+1}) D[b_{j+1}, b_i) D[b_i, t+1), the
+        middle factor a product of whole sub-chunks (`decayRange_subchunk`);
+      * D[0, t+1) = D[0, b_i) D[b_i, t+1) (Q_hat, K_hat), D[s+1, C) = D[s+1, b_{j+1}) D[b_{j+1}, C)
+        (K_tail) and the state decay D[0, C).
+    So every factor is in [0, 1] whatever C and g are, and a product of factors <= 1 underflows
+    only where the exact term is below the dtype's smallest normal number. This changes only how
+    e^{G_t-G_s} is evaluated, not the system. The padding tail of the last chunk is an identity
     update too.
 
     The sequence is processed in groups of whole chunks (about GROUP_TOKENS tokens), so the
@@ -142,114 +144,132 @@ def _chunk_group(
 ) -> torch.Tensor:
     """`kda_chunked` on a run of whole chunks (the last one may be short): returns o [N, B*H, C', V]
     (unscaled) and advances S [B*H, K, V] in place."""
-    q, k, v, g, beta = (_chunks(x, C) for x in (q_bthk, k_bthk, v_bthv, g_bthk, beta_bth1))
-    N, _, Cp, _ = q.shape
-    G = g.cumsum_(dim=-2)
-    M, P, q_hat, k_hat, k_tail = _intra_chunk(q, k, G)
-    eye = torch.eye(Cp, dtype=q.dtype, device=q.device)
-    inv = torch.linalg.solve_triangular(P.mul_(beta).add_(eye), eye, upper=False, unitriangular=True)
-    inv.mul_(beta.mT)  # (I + A)^-1 Diag(beta)
-    V = v.shape[-1]
-    # X = [I; M] (I + A)^-1 Diag(beta); eo = X V = [U; M U] and R = -X K_hat = [-W; -M W], then Q_hat
-    # added to -M W: R = [-W; Q] with Q = Q_hat - M W, so that one product per chunk gives
-    # [e; o] = eo + R S0 = [U - W S0; M U + Q S0] (O = Q_hat S0 + M E = Q S0 + M U)
-    X = torch.cat([inv, M @ inv], dim=-2)  # [N, B*H, 2C', C']
-    eo, R = X @ v, X @ k_hat.neg_()  # [N, B*H, 2C', V], [N, B*H, 2C', K]: contiguous, updated in place below
-    R[..., Cp:, :].add_(q_hat)
-    decay = G[..., -1:, :].mT.exp()  # [N, B*H, K, 1]
-    for n in range(N):  # S0 <- Diag(e^{G_C}) S0 + K_tail^T e
-        eo[n].baddbmm_(R[n], S)
-        S.mul_(decay[n]).baddbmm_(k_tail[n].mT, eo[n, :, :Cp])
-    return eo[..., Cp:, :]
+    B, T, H, K = q_bthk.shape
+    N, Cp = -(-T // C), _padded(C)
+    qk = q_bthk.new_empty(N, B * H, Cp, 2, K)  # q_t and k_t side by side: one product gives both M and P rows
+    _chunks(q_bthk, C, Cp, qk[..., 0, :])
+    _chunks(k_bthk, C, Cp, qk[..., 1, :])
+    v, beta = _chunks(v_bthv, C, Cp), _chunks(beta_bth1, C, Cp)
+    alpha = _chunks(g_bthk, C, Cp, scale=LOG2E).exp2_()  # retentions alpha_t = e^{g_t} = 2^(g_t log2 e), in [0, 1]
+    MP, qk_hat, k_tail, decay = _intra_chunk(qk, alpha)
+    eye = torch.eye(Cp, dtype=qk.dtype, device=qk.device)
+    # X = (I + A)^-1 Diag(beta), A = Diag(beta) P (unit triangular: its zero diagonal is not read);
+    # U = X V and W = X K_hat, so E = U - W S0; with eo = [U; 0] and R = [-W; Q_hat] one product
+    # per chunk gives [E; Q_hat S0] = eo + R S0, and O = Q_hat S0 + M E is completed after the loop
+    X = torch.linalg.solve_triangular(MP[..., 1, :].mul_(beta), eye, upper=False, unitriangular=True).mul_(beta.mT)
+    eo, R = v.new_empty(N, B * H, 2 * Cp, v.shape[-1]), qk.new_empty(N, B * H, 2 * Cp, K)  # contiguous chunk blocks
+    eo[..., :Cp, :] = X @ v
+    eo[..., Cp:, :] = 0
+    torch.neg(X @ qk_hat[..., 1, :], out=R[..., :Cp, :])
+    R[..., Cp:, :] = qk_hat[..., 0, :]
+    E, O = eo[..., :Cp, :], eo[..., Cp:, :]
+    for eo_n, E_n, R_n, kt_n, d_n in zip(eo, E, R, k_tail.mT, decay[..., None]):  # S0 <- D[0, C) S0 + K_tail^T E
+        eo_n.baddbmm_(R_n, S)
+        S.mul_(d_n).baddbmm_(kt_n, E_n)
+    return torch.baddbmm(O.flatten(0, 1), MP[..., 0, :].flatten(0, 1), E.flatten(0, 1)).view_as(v)
 
 
-def _chunks(x_bthd: torch.Tensor, C: int) -> torch.Tensor:
-    """[B, T, H, D] -> [N, B*H, C', D]: chunks of C tokens (the last one zero-padded), each
-    zero-padded at its end to C' (the next multiple of SUB_CHUNK when C > SUB_CHUNK, else the next power of two)."""
+def _padded(C: int) -> int:
+    """C' >= C, the chunk length the intra-chunk products use: the next multiple of SUB_CHUNK when
+    C > SUB_CHUNK, else the next power of two (the doubling in `_diagonal_blocks` needs one)."""
+    return 1 << (C - 1).bit_length() if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
+
+
+def _chunks(
+    x_bthd: torch.Tensor, C: int, Cp: int, out: torch.Tensor | None = None, scale: float | None = None
+) -> torch.Tensor:
+    """[B, T, H, D] -> [N, B*H, C', D] (written into `out` when given, times `scale` when given):
+    chunks of C tokens, each zero-padded at its end to C' tokens (the last one also to C)."""
     B, T, H, D = x_bthd.shape
-    N = -(-T // C)
-    Cp = 1 << (C - 1).bit_length() if C <= SUB_CHUNK else -(-C // SUB_CHUNK) * SUB_CHUNK
-    if N * C != T:
-        x_bthd = F.pad(x_bthd, (0, 0, 0, 0, 0, N * C - T))
-    out = x_bthd.new_zeros(N, B, H, Cp, D) if Cp != C else x_bthd.new_empty(N, B, H, Cp, D)
-    out[..., :C, :] = x_bthd.view(B, N, C, H, D).permute(1, 0, 3, 2, 4)
-    return out.view(N, B * H, Cp, D)
+    N, full = -(-T // C), T // C
+    out = x_bthd.new_empty(N, B * H, Cp, D) if out is None else out
+    if Cp != C or full != N:
+        out.zero_()
+    dst = out.view(N, B, H, Cp, D)
+    parts = [(dst[:full, ..., :C, :], x_bthd[:, : full * C].view(B, full, C, H, D).permute(1, 0, 3, 2, 4))]
+    if full != N:
+        parts.append((dst[full:, ..., : T - full * C, :], x_bthd[:, full * C :, None].permute(2, 0, 3, 1, 4)))
+    for d, src in parts:
+        d.copy_(src) if scale is None else torch.mul(src, scale, out=d)
+    return out
 
 
 def _intra_chunk(
-    q: torch.Tensor, k: torch.Tensor, G: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """From q, k, G [..., C, K] (C <= SUB_CHUNK or a multiple of it): M[t,s] = q_t . e^{G_t-G_s} k_s
-    (s <= t) and P[t,s] = k_t . e^{G_t-G_s} k_s (s < t), zero elsewhere ([..., C, C]);
-    q_hat_t = e^{G_t} q_t, k_hat_t = e^{G_t} k_t and k_tail_s = e^{G_C-G_s} k_s ([..., C, K]).
-    The factorization of e^{G_t-G_s} by sub-chunks is described in `kda_chunked`."""
-    *lead, C, K = G.shape
+    qk: torch.Tensor, alpha: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From qk [..., C, 2, K] (q_t, k_t) and the retentions alpha [..., C, K] (C <= SUB_CHUNK or a
+    multiple of it), with D[a, b) = prod_{a<=r<b} alpha_r (= e^{G_{b-1}-G_{a-1}}): MP [..., C, 2, C]
+    with MP[t, 0, s] = M[t,s] = q_t . D[s+1, t+1) k_s (s <= t) and MP[t, 1, s] = P[t,s] =
+    k_t . D[s+1, t+1) k_s (s < t), zero elsewhere; qk_hat [..., C, 2, K] (D[0, t+1) q_t and k_t),
+    k_tail [..., C, K] (D[s+1, C) k_s) and the chunk's decay D[0, C) [..., K]. How the products
+    are split into factors: `kda_chunked`."""
+    *lead, C, _, K = qk.shape
     c = min(C, SUB_CHUNK)
     n = C // c
-    qs, ks, Gs = (x.view(*lead, n, c, K) for x in (q, k, G))
-    E = Gs[..., -1, :]  # [..., n, K]: G at the end of each sub-chunk
-    b = F.pad(E[..., :-1, :], (0, 0, 1, 0))  # G before each sub-chunk (0 before the first)
-    M, P = q.new_zeros(*lead, C, C), q.new_zeros(*lead, C, C)
-    # (in-place ops below: on a CPU a fresh [N, B*H, C, K] buffer costs more in page faults than the op)
-    # blocks on the diagonal: halved down to single tokens (`_diagonal_blocks`), every exponent <= 0
-    Md, Pd = _diagonal_blocks(qs, ks, Gs)
-    _set_blocks(M, 0, Md)
-    _set_blocks(P, 0, Pd)
-    del Md, Pd
-    left = (Gs - b[..., None, :]).exp_()  # e^{G_t-b_i} <= 1
-    q_left = qs * left
-    k_left = left.mul_(ks)
-    right = (E[..., None, :] - Gs).exp_().mul_(ks)  # e^{E_j-G_s} k_s, the factor <= 1
-    if n > 1:
-        # blocks (j + d, j): e^{G_t-G_s} = e^{G_t-b_{j+d}} e^{E_{j+d-1}-E_j} e^{E_j-G_s}, each <= 1
-        for d in range(1, n):
-            r = right[..., : n - d, :, :]
-            if d > 1:
-                r = r * (E[..., d - 1 : n - 1, :] - E[..., : n - d, :]).exp()[..., None, :]
-            _set_blocks(M, d, q_left[..., d:, :, :] @ r.mT)
-            _set_blocks(P, d, k_left[..., d:, :, :] @ r.mT)
-        eb = b.exp()[..., None, :]  # e^{G_t} = e^{G_t-b_i} e^{b_i}
-        q_left.mul_(eb)
-        k_left.mul_(eb)
-        right.mul_((E[..., -1:, :] - E).exp()[..., None, :])  # e^{G_C-G_s} = e^{G_C-E_j} e^{E_j-G_s}
-    # with n = 1, b = 0 and E = G_C: left is already e^{G_t}, right e^{G_C-G_s}
-    return M, P, q_left.view_as(q), k_left.view_as(k), right.view_as(k)
+    qks = qk.view(*lead, n, c, 2, K)
+    MPd, qk_left, k_right, whole = _diagonal_blocks(qks, alpha.view(*lead, n, c, K))
+    # D[b_i, t+1) (q_t, k_t), D[s+1, b_j + c) k_s and D over each whole sub-chunk [..., n, K]
+    if n == 1:  # b_0 = 0 and b_0 + c = C: already D[0, t+1) (q_t, k_t) and D[s+1, C) k_s
+        return MPd.view(*lead, C, 2, C), qk_left.view_as(qk), k_right.view_as(alpha), whole[..., 0, :]
+    MP = qk.new_zeros(*lead, C, 2, C)
+    _set_blocks(MP, 0, MPd)
+    # blocks (j + d, j): D[s+1, t+1) = D[s+1, b_{j+1}) D[b_{j+1}, b_{j+d}) D[b_{j+d}, t+1), the middle
+    # factor the product of whole sub-chunks j+1 .. j+d-1
+    r = k_right
+    for d in range(1, n):
+        r = r[..., : n - d, :, :] if d == 1 else r[..., : n - d, :, :] * whole[..., d - 1 : n - 1, None, :]
+        _set_blocks(MP, d, (qk_left[..., d:, :, :, :].flatten(-3, -2) @ r.mT).view(*lead, n - d, c, 2, c))
+    upto = whole.cumprod(dim=-2)  # D[0, b_{i+1})
+    after = whole.flip(-2).cumprod(dim=-2).flip(-2)  # D[b_j, C)
+    qk_left.mul_(F.pad(upto[..., :-1, :], (0, 0, 1, 0), value=1.0)[..., None, None, :])  # D[0, b_i) D[b_i, t+1)
+    k_right.mul_(F.pad(after[..., 1:, :], (0, 0, 0, 1), value=1.0)[..., None, :])  # D[s+1, b_{j+1}) D[b_{j+1}, C)
+    return MP, qk_left.view_as(qk), k_right.view_as(alpha), upto[..., -1, :]
 
 
-def _diagonal_blocks(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """From q, k, G [..., c, K] (c a power of two, G non-increasing along c): M[t,s] = q_t . e^{G_t-G_s} k_s
-    (s <= t) and P[t,s] = k_t . e^{G_t-G_s} k_s (s < t), zero elsewhere ([..., c, c]). Halving: for
-    w = c/2, c/4, ..., 1, each 2w-block's second half B after its first half A (last G: E_A) gets
-    e^{G_t-G_s} = e^{G_t-E_A} e^{E_A-G_s}, both exponents <= 0 (t after A's end, s at or before
-    it); the diagonal t = s is e^0 = 1. log2(c) passes of c K exponentials, no pairwise tensor."""
-    *lead, c, K = G.shape
-    M, P = q.new_zeros(*lead, c, c), q.new_zeros(*lead, c, c)
-    M.diagonal(0, -2, -1).copy_((q * k).sum(-1))
-    w = c // 2
-    while w >= 1:
+def _diagonal_blocks(
+    qk: torch.Tensor, alpha: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From qk [..., c, 2, K] (q_t, k_t) and the retentions alpha [..., c, K] (c a power of two),
+    D[a, b) = prod_{a<=r<b} alpha_r: MP [..., c, 2, c] with MP[t, 0, s] = M[t,s] =
+    q_t . D[s+1, t+1) k_s (s <= t) and MP[t, 1, s] = P[t,s] = k_t . D[s+1, t+1) k_s (s < t), zero
+    elsewhere; qk_left [..., c, 2, K] (D[0, t+1) q_t and k_t), k_right [..., c, K] (D[s+1, c) k_s)
+    and D[0, c) [..., K].
+
+    Doubling over aligned blocks [a, a+w) of w = 1, 2, 4, ..., c/2 tokens, keeping per token
+    qk_left_t = D[a, t+1) (q_t, k_t) and k_right_s = D[s+1, a+w) k_s, and per block D[a, a+w): in
+    each 2w-block [a, a+2w), s in its first half A and t in its second half B get
+    D[s+1, t+1) = D[s+1, a+w) D[a+w, t+1) (`decayRange_split_of_le`), so one product of the kept
+    rows [s in A] x [(t, q|k) in B] gives those entries; then the blocks double: k_right_s *=
+    D[a+w, a+2w) in A, qk_left_t *= D[a, a+w) in B, D[a, a+2w) = D[a, a+w) D[a+w, a+2w). w = 1
+    (s = t - 1) as dot products; the diagonal t = s is D[t+1, t+1) = 1. Products of retentions
+    only: no exponential, no pairwise tensor."""
+    *lead, c, _, K = qk.shape
+    MP = qk.new_zeros(*lead, c, 2, c)
+    MP.diagonal(0, -3, -1)[..., 0, :].copy_(torch.linalg.vecdot(qk[..., 0, :], qk[..., 1, :]))
+    # blocks of one token: D[t, t+1) = alpha_t on q_t and k_t, D[s+1, s+1) = 1 on k_s, block decays alpha
+    qk_left, k_right, block = qk * alpha[..., None, :], qk[..., 1, :].clone(), alpha
+    w = 1
+    while w < c:
         m = c // (2 * w)
-        q6, k6, G6 = (x.view(*lead, m, 2, w, K) for x in (q, k, G))
-        E_A = G6[..., 0, w - 1 : w, :]  # [..., m, 1, K]
-        left = (G6[..., 1, :, :] - E_A).exp_()  # e^{G_t-E_A}, t in B
-        right = (E_A - G6[..., 0, :, :]).exp_().mul_(k6[..., 0, :, :])  # e^{E_A-G_s} k_s, s in A
-        _set_halves(M, (q6[..., 1, :, :] * left) @ right.mT)
-        _set_halves(P, left.mul_(k6[..., 1, :, :]) @ right.mT)
-        w //= 2
-    return M, P
-
-
-def _set_halves(X: torch.Tensor, blocks: torch.Tensor) -> None:
-    """Writes blocks [..., m, w, w] into X [..., c, c] (c = 2 m w) at rows of the second half and
-    columns of the first half of each 2w-block on the diagonal."""
-    m, w = blocks.shape[-3], blocks.shape[-1]
-    Xv = X.view(*X.shape[:-2], m, 2, w, m, 2, w).select(-2, 0).select(-4, 1)  # [..., m, w, m, w]
-    Xv.diagonal(0, -4, -2).copy_(blocks.movedim(-3, -1))
+        qkl6, kr5, block4 = qk_left.view(*lead, m, 2, w, 2, K), k_right.view(*lead, m, 2, w, K), block.view(*lead, m, 2, K)
+        if w == 1:  # pairs (2j, 2j+1): dot products (a batch of 1-row products is slow)
+            pairs = torch.linalg.vecdot(qkl6[..., 1, 0, :, :], kr5[..., 0, :, :])  # [..., m, 2 (q|k)]
+            MP.view(*lead, m, 2, 2, m, 2)[..., :, 1, :, :, 0].diagonal(0, -3, -1).copy_(pairs.mT)
+        else:
+            blocks = kr5[..., 0, :, :] @ qkl6[..., 1, :, :, :].flatten(-3, -2).mT  # [..., m, w (s), 2w (t, q|k)]
+            MP7 = MP.view(*lead, m, 2, w, 2, m, 2, w)[..., :, 1, :, :, :, 0, :]  # rows t in B, columns s in A
+            MP7.diagonal(0, -5, -2).copy_(blocks.view(*lead, m, w, w, 2).movedim(-4, -1).movedim(-4, -2))
+        kr5[..., 0, :, :].mul_(block4[..., 1, None, :])
+        qkl6[..., 1, :, :, :].mul_(block4[..., 0, None, None, :])
+        block = block4[..., 0, :] * block4[..., 1, :]
+        w *= 2
+    return MP, qk_left, k_right, block[..., 0, :]
 
 
 def _set_blocks(X: torch.Tensor, d: int, blocks: torch.Tensor) -> None:
-    """Writes blocks [..., n - d, c, c] into the sub-chunk blocks (j + d, j) of X [..., n*c, n*c]."""
+    """Writes blocks [..., n - d, c, 2, c] into the sub-chunk blocks (j + d, j) of X [..., n*c, 2, n*c]."""
     n, c = X.shape[-1] // blocks.shape[-1], blocks.shape[-1]
-    X.view(*X.shape[:-2], n, c, n, c).diagonal(-d, -4, -2).copy_(blocks.movedim(-3, -1))
+    X.view(*X.shape[:-3], n, c, 2, n, c).diagonal(-d, -5, -2).copy_(blocks.movedim(-4, -1))
 
 
 @dataclass

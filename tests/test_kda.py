@@ -180,15 +180,16 @@ def lowp_failures(chunk: int, decay: str, dtype: torch.dtype) -> list[str]:
     return fails + [f"S off by {rel_l2(S, S64):.1e} > {tol_S:.1e}"] * (not rel_l2(S, S64) <= tol_S)
 
 
-def mid_reference_intra(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor):
+def mid_reference_intra(qk: torch.Tensor, alpha: torch.Tensor):
     """Planted bug, the form `kda_chunked` used before: `kda._intra_chunk` with e^{G_t-G_s} formed
     as e^{G_t-G_m} e^{G_m-G_s} about the chunk's middle token m (exact algebra, but the factors
     reach e^{5C/2} at the gate floor g = -5, past float32's e^{88.7} from C = 36)."""
+    q, k, G = qk[..., 0, :], qk[..., 1, :], alpha.log().cumsum(dim=-2)
     m = G[..., G.shape[-2] // 2 : G.shape[-2] // 2 + 1, :]
     up, down = (G - m).exp(), (m - G).exp()
     M = ((q * up) @ (k * down).mT).tril()
     P = ((k * up) @ (k * down).mT).tril(-1)
-    return M, P, q * G.exp(), k * G.exp(), k * (G[..., -1:, :] - G).exp()
+    return torch.stack([M, P], dim=-2), qk * G.exp()[..., None, :], k * (G[..., -1:, :] - G).exp(), G[..., -1, :].exp()
 
 
 @pytest.mark.parametrize("chunk", [16, 32, 36, 48, 64])
@@ -203,12 +204,17 @@ def test_float64_chunked_equals_recurrent_at_gate_floor_and_random_decay(chunk):
         torch.testing.assert_close(S_c, S_r, rtol=0, atol=1e-12)
 
 
-def unmasked_pairwise_diagonal(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor):
-    """Planted bug: `kda._diagonal_blocks` as the pairwise e^{G_t-G_s} with no mask (s > t kept:
-    positive exponents, up to 5 * 15 at the gate floor, and wrong entries above the diagonal)."""
-    kd = (G[..., :, None, :] - G[..., None, :, :]).exp() * k[..., None, :, :]
-    mp = kd @ torch.stack([q, k], dim=-1)
-    return mp[..., 0], mp[..., 1].tril(-1)
+DIAGONAL_BLOCKS = kda._diagonal_blocks
+
+
+def unmasked_pairwise_diagonal(qk: torch.Tensor, alpha: torch.Tensor):
+    """Planted bug: `kda._diagonal_blocks` with M and P as the pairwise e^{G_t-G_s} with no mask
+    (s > t kept in M: positive exponents, up to 5 * 15 at the gate floor, and wrong entries above
+    the diagonal); its per-token factors are the real ones."""
+    G = alpha.log().cumsum(dim=-2)
+    kd = (G[..., :, None, :] - G[..., None, :, :]).exp() * qk[..., None, :, 1, :]
+    mp = kd @ qk.mT  # [..., t, s, q|k]
+    return torch.stack([mp[..., 0], mp[..., 1].tril(-1)], dim=-2), *DIAGONAL_BLOCKS(qk, alpha)[1:]
 
 
 def test_planted_unmasked_exponent_is_caught(monkeypatch):
