@@ -23,6 +23,11 @@ model runs token by token from its initial state (`Vision.multimodalPrefill`). F
   rows spliced into the prompt and run through the executable model, is
   `Vision.multimodalPrefill` of `Vision.clipFeatures` (what `multimodal_prefill`'s Lean leg
   evaluates).
+
+The executable splice takes no proof that the counts agree: on a prompt with more placeholders
+than visual rows it reads the missing rows as zeros (`Arr.get` past the end), and the theorems
+say nothing about such a prompt; the reference has no splice for it, and pybridge rejects it
+(`multimodal.splice`: the two counts named).
 -/
 
 @[expose] public section
