@@ -753,7 +753,7 @@ def test_splice_filling_the_placeholders_in_reverse_is_flagged(monkeypatch) -> N
     real = multimodal.splice
     monkeypatch.setattr(multimodal, "splice", lambda e, ids, ph, f: real(e, ids, ph, f.flip(0)))
     failures = flagged("multimodal_prefill")
-    assert {c.output for c in failures} == {"logits"} and {c.kind for c in failures} == {"random", "leading"}
+    assert {c.output for c in failures} == {"logits"} and {c.kind for c in failures} == {"short", "random", "leading"}
 
 
 def test_position_from_the_integer_bilinear_matrices_is_not_flagged(monkeypatch) -> None:

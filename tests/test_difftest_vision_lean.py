@@ -8,7 +8,11 @@ template `vision_block.lean.j2`), `merge_project` (the executable `Exec.Vision.m
 template `vision_encoder.lean.j2`). Each run is green against the NumPy, graph and torch legs
 (those the component has); a second run takes the Lean result from the cache and flags a planted
 bug in the NumPy reference against Lean itself (`align_corners=True` weights; RoPE's row and
-column axes swapped; the merge's channel blocks transposed; a time term on single frames)."""
+column axes swapped; the merge's channel blocks transposed; a time term on single frames).
+`multimodal_prefill` (the executable tower and `Exec.Vision.multimodalPrefillF`,
+`Exec.Vision.multimodalPrefill_clipFeatures_eq`; template `multimodal_prefill.lean.j2`, its one-clip
+kind `short`) is green against NumPy and torch, and flags a splice in reverse order planted in both
+of them, which only Lean then catches."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import numpy as np
 import pytest
 
 from difftest import numpy_vision, runner
+from difftest.components import vision
 
 pytestmark = [pytest.mark.lean, pytest.mark.slow]
 
@@ -89,3 +94,55 @@ def test_vision_encoder_lean_leg_agrees_and_catches_time_term_of_single_frames(t
 
     _lean_leg_agrees_then_catches("vision_encoder", lambda: monkeypatch.setattr(numpy_vision, "embed", with_time),
                                   cases=2, refs=("numpy", "torch", "torch_reference"))
+
+
+def test_multimodal_prefill_lean_leg_agrees_and_alone_catches_a_reversed_splice(tmp_path, monkeypatch) -> None:
+    """One case, the kind `short` (one row: text, placeholder, text, placeholder, text; one 1-frame
+    2 × 4 clip, 2 visual tokens): Lean's features and logits of every position agree with NumPy
+    and torch. Then the splice fills the placeholders last-first in both of them (torch:
+    `multimodal.splice` given the rows reversed, as the mutation suite's plant; NumPy: a copy of
+    its leg with the rows reversed): they agree with each other, and only the comparisons against
+    Lean (taken from the cache) flag it, on the logits, not the features."""
+    from pybridge import multimodal
+
+    monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path))
+    component = "multimodal_prefill"
+    run_once = lambda: runner.run([component], cases=1, seed=0, dtypes=["float64"], shrink=False,  # noqa: E731
+                                  lean_cases=1, lean_all=True)
+    run = run_once()
+    assert run.passed, [c for r in run.results for c in r.failures()]
+    assert {c.kind for r in run.results for c in r.comparisons} == {vision.LEAN_KIND} and run.lean_record["ran"] == 1
+    print(f"{component}: one Lean run of 1 case, {run.lean_record['seconds']} s")  # shown with -s
+    lean = [c for r in run.results for c in r.comparisons if c.impl == "lean"]
+    assert {(c.ref, c.output) for c in lean} == {(ref, out) for ref in ("numpy", "torch") for out in ("features", "logits")}
+    print("error, tolerance:", {(c.ref, c.output): (c.err, c.tol) for c in lean})
+
+    real_splice = multimodal.splice
+    monkeypatch.setattr(multimodal, "splice", lambda e, ids, ph, f: real_splice(e, ids, ph, f.flip(0)))
+    real_numpy = vision.MultimodalPrefillComponent.numpy_outputs
+
+    def numpy_reversed(self, case):
+        """The NumPy leg with the visual rows taken last-first (a copy of its splice loop)."""
+        from difftest.components.decoder import DecoderStepComponent, case_model
+
+        out = real_numpy(self, case)
+        feats, ph = out["features"][::-1], vision.torch_config().media_placeholder_token_id
+        dec_comp, model = DecoderStepComponent(), case_model(case.tensors)
+        logits, k = [], 0
+        for row in case.tensors["ids"].astype(np.int64):
+            dec, rows = dec_comp.decoder(model), []
+            for tok in row:
+                if tok == ph:
+                    rows.append(dec.step_embedding(feats[k]))
+                    k += 1
+                else:
+                    rows.append(dec.step(int(tok)))
+            logits.append(np.stack(rows))
+        return {"features": out["features"], "logits": np.stack(logits)}
+
+    monkeypatch.setattr(vision.MultimodalPrefillComponent, "numpy_outputs", numpy_reversed)
+    bad = run_once()
+    assert bad.lean_record["cached"] == 1
+    failures = {(c.impl, c.ref, c.output): c.err / c.tol for r in bad.results for c in r.failures()}
+    print("planted, error/tolerance:", failures)
+    assert set(failures) == {("lean", "numpy", "logits"), ("lean", "torch", "logits")}

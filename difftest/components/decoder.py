@@ -293,7 +293,21 @@ class DecoderStepComponent(ExecComponent):
         router scores `check.L{n}.router_scores` [rows, E] and the experts it staged
         `check.L{n}.staged_experts` [rows, k] (`graph_outputs` on the CPU)."""
         _, ids = self.seed_and_ids(case)
-        model = self.model(case)
+        tensors, sizes = self.lean_model(self.model(case))
+        tensors["ids"] = ids[:LEAN_ROWS].astype(np.float64)
+        if self.graph_fits(case):
+            graph = self.graph_outputs(case, "cpu")
+            for name in sorted(k for k in graph if k.endswith(".staged_experts")):
+                layer = name.removesuffix("staged_experts")
+                tensors[f"check.{layer}router_scores"] = graph[layer + "router_scores"]
+                tensors[f"check.{name}"] = graph[name]
+        return dataclasses.replace(case, sizes={"B": min(LEAN_ROWS, ids.shape[0]), "P": ids.shape[1] - 1, **sizes},
+                                   tensors=tensors)
+
+    def lean_model(self, model: KimiK3ForCausalLM) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """The model part of the Lean view (`lean_case`; also `multimodal_prefill`'s): the spec
+        parameters, stacked and folded as `lean_case` says, under the template's names, and the
+        sizes `L` (layer count) and `lean_dims`."""
         spec = {k: to_np(v) for k, v in adapter.hub_to_spec(model.config, model.state_dict()).items()}
         tensors: dict[str, np.ndarray] = {}
         stacks: dict[str, dict[int, np.ndarray]] = {}
@@ -315,15 +329,7 @@ class DecoderStepComponent(ExecComponent):
                 if key not in tensors:
                     raise ValueError(f"decoder_step Lean leg: the Lean configuration makes layer {n} {what}, "
                                      f"but the parameters have no '{key}'")
-        tensors["ids"] = ids[:LEAN_ROWS].astype(np.float64)
-        if self.graph_fits(case):
-            graph = self.graph_outputs(case, "cpu")
-            for name in sorted(k for k in graph if k.endswith(".staged_experts")):
-                layer = name.removesuffix("staged_experts")
-                tensors[f"check.{layer}router_scores"] = graph[layer + "router_scores"]
-                tensors[f"check.{name}"] = graph[name]
-        return dataclasses.replace(case, sizes={"B": min(LEAN_ROWS, ids.shape[0]), "P": ids.shape[1] - 1, "L": n_layers,
-                                                **self.lean_dims(tensors, schedule)}, tensors=tensors)
+        return tensors, {"L": n_layers, **self.lean_dims(tensors, schedule)}
 
     def lean_dims(self, t: dict[str, np.ndarray], schedule: list[dict[str, bool]]) -> dict[str, int]:
         """`Exec.ModelDims` (template names) from the view's parameter shapes and the Lean leg's

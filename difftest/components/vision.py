@@ -1,5 +1,5 @@
-"""MoonViT-V2 (k3-spec §7, docs/vision.md): the patch embedding, one block, merge-and-project and
-the whole encoder over several clips in one batch.
+"""MoonViT-V2 (k3-spec §7, docs/vision.md): the patch embedding, one block, merge-and-project,
+the whole encoder over several clips in one batch, and the multimodal prefill.
 
 Legs: `numpy` (`difftest.numpy_vision`, difftest's own reader of `vision_config`), `torch`
 (pybridge's `moonvit`, built from the case's spec tensors through `adapter.vision_to_hub`, its
@@ -8,7 +8,11 @@ configuration from pybridge's reader), for `vision_embed` the exported graph
 from `numpy_vision`) and the Lean `Vision.embed` (template `vision_embed`), for `vision_block`,
 `merge_project` and `vision_encoder` the executable Lean (`Exec.Vision`, templates of the same
 names, `--lean-all`), for `vision_encoder` also `torch_reference` (`pybridge.moonvit_reference`,
-one clip at a time). Clips are `(t, h, w)` grids; a case's sizes list them as `t0, h0, w0, t1, …`.
+one clip at a time); `multimodal_prefill` compares NumPy (`numpy_vision` features spliced into
+`numpy_ref.Decoder`), torch (`pybridge.multimodal.prefill`) and, on its one-row one-clip kind
+`short`, the executable Lean (the encoder as `vision_encoder`'s, then
+`Exec.Vision.multimodalPrefillF`; template `multimodal_prefill`, `--lean-all`). Clips are
+`(t, h, w)` grids; a case's sizes list them as `t0, h0, w0, t1, …`.
 
 Low precision: each stage of the torch model (the embedding, each block, the final norm,
 merge-and-project) on the NumPy reference's own input at that point rounded to the storage dtype,
@@ -17,6 +21,7 @@ its output stored once in that dtype, against the NumPy reference on the same ro
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import numpy as np
@@ -32,9 +37,12 @@ from pybridge import adapter, moonvit
 Grid = tuple[int, int, int]
 
 #: measured Lean times of one bundle offline (`--lean-all`; wall time, slot wait included, on the
-#: shared 2-core machine while two other builds ran)
+#: shared 2-core machine while two other builds ran; the prefill's at a 1-min load average of 2.6–3.2)
 LEAN_NOTE_MERGE = "83.9 s a bundle offline (2 cases: one clip, three clips)"
 LEAN_NOTE_ENCODER = "234.8 s a bundle offline (2 cases: five clips of 200 tokens, one of 48)"
+LEAN_NOTE_PREFILL = "22.9 s a bundle offline (1 case: one 1-frame 2 × 4 clip, 5 prompt tokens)"
+#: `multimodal_prefill`'s kind with a Lean leg: one prompt row, one short clip
+LEAN_KIND = "short"
 
 
 @cache
@@ -546,18 +554,28 @@ __all__ = ["VisionEmbedComponent", "VisionBlockComponent", "MergeProjectComponen
 class MultimodalPrefillComponent(VisionComponent):
     name = "multimodal_prefill"
     summary = ("placeholders replaced by MoonViT's visual tokens in reading order, then the tiny text model "
-               "(multimodal.prefill; NumPy: numpy_vision features spliced into numpy_ref.Decoder)")
-    #: the encoder is there (vision_encoder's template); missing: an executable run of the text
-    #: model over text and visual slots proved equal to `Vision.multimodalPrefill`
-    #: (`Exec.LanguageModel` has `stepEmbedded`, `stepEmbedded_eq`, but no slot-list run)
-    lean_why_not = "no template: no executable run over text and visual slots (Exec.LanguageModel.stepEmbedded only)"
+               "(multimodal.prefill; NumPy: numpy_vision features spliced into numpy_ref.Decoder; Lean: the executable "
+               "tower and Exec.Vision.multimodalPrefillF on the one-clip kind)")
+    #: the kind `short` (one prompt row, one clip): the clip through the executable tower (the
+    #: library's `Vision.embed` stored once, `Exec.Vision.encodeClipF`, `mergeProjectF`, as
+    #: `vision_encoder`), its rows spliced into the row at the placeholder id and run through the
+    #: executable language model from its initial state (`Exec.Vision.multimodalPrefillF`);
+    #: `Exec.Vision.multimodalPrefill_clipFeatures_eq` (`lean/KimiK3/Exec/Multimodal.lean`) states
+    #: that this is `Vision.multimodalPrefill` of `Vision.clipFeatures`. Outputs `features` and
+    #: `logits` (every position of the row).
+    template = "multimodal_prefill"
+    lean_targets = ("KimiK3.Exec.Kernel", "KimiK3.Vision.Embed")
+    lean_note = LEAN_NOTE_PREFILL
+    lean_why_not = (f"Lean evaluates the kind {LEAN_KIND!r} only (one prompt row and one clip, the scope of "
+                    "Exec.Vision.multimodalPrefill_clipFeatures_eq; one small case keeps the Lean run short)")
     kinds = {
+        LEAN_KIND: "one row, one 1-frame 2 × 4 clip: text, placeholder, text, placeholder, text (the Lean leg's case)",
         "random": "two rows, two clips (1, 4, 6) and (2, 2, 4): 6 + 2 placeholders among text tokens",
         "leading": "one row starting with its placeholders, one clip of 4 frames (4, 2, 4)",
     }
-    kind_grids = {"random": [(1, 4, 6), (2, 2, 4)], "leading": [(4, 2, 4)]}
+    kind_grids = {LEAN_KIND: [(1, 2, 4)], "random": [(1, 4, 6), (2, 2, 4)], "leading": [(4, 2, 4)]}
     default_sizes = grid_sizes(kind_grids["random"])
-    rows = {"random": 2, "leading": 1}
+    rows = {LEAN_KIND: 1, "random": 2, "leading": 1}
 
     def sample(self, rng, kind, sizes):
         enc = VisionEncoderComponent().sample(rng, "random", sizes)
@@ -569,11 +587,45 @@ class MultimodalPrefillComponent(VisionComponent):
         T = visual // B + 3
         ids = rng.integers(0, tcfg.vocab_size // 2, (B, T))
         slots = [(b, j) for b in range(B) for j in range(T)]
-        chosen = (slots[:visual] if kind == "leading" else
-                  sorted(map(tuple, np.array(slots)[rng.choice(len(slots), visual, replace=False)])))
+        if kind == LEAN_KIND:  # every placeholder after text and before text: 1, 3, …
+            chosen = [(0, 2 * j + 1) for j in range(visual)]
+        elif kind == "leading":
+            chosen = slots[:visual]
+        else:
+            chosen = sorted(map(tuple, np.array(slots)[rng.choice(len(slots), visual, replace=False)]))
         for b, j in chosen:
             ids[b, j] = ph
         return {"model_seed": np.array(float(rng.integers(0, 2**20))), "ids": ids.astype(np.float64), **enc}
+
+    def lean_case(self, case):
+        """The Lean leg's view of a `short` case (None for the other kinds): the case's ids and
+        vision tensors (`vision.*`, `projector.*`, `patches`), then the seeded text model's
+        (`DecoderStepComponent.lean_model`: spec names, stacked and folded as `decoder_step`'s
+        Lean leg takes them); sizes: the clip's and the model's (`L`, `Exec.ModelDims`)."""
+        from difftest.components.decoder import DecoderStepComponent, case_model
+
+        grids, ids = grids_of(case.sizes), case.tensors["ids"]
+        if case.kind != LEAN_KIND or len(grids) != 1 or ids.shape[0] != 1:
+            return None
+        model_tensors, model_sizes = DecoderStepComponent().lean_model(case_model(case.tensors))
+        vision = {k: v for k, v in case.tensors.items() if k != "model_seed"}
+        return dataclasses.replace(case, sizes={**case.sizes, **model_sizes}, tensors={**vision, **model_tensors})
+
+    def lean_context(self, case):
+        """`vision_encoder`'s context for the clip (`g`, `eps`, `theta`, `projEps`), `decoder_step`'s
+        for the model (`cfg`, `layers`), the row's ids and the placeholder id `ph` (pybridge's
+        reading of `media_placeholder_token_id`, as the NumPy leg: the prompt convention)."""
+        from difftest.components.decoder import DecoderStepComponent
+
+        dec = DecoderStepComponent()
+        return {**VisionEncoderComponent().lean_context(case), "cfg": Component.lean_context(dec, case)["cfg"],
+                "layers": dec.lean_schedule(case.sizes["L"]), "ids": [int(i) for i in case.tensors["ids"][0]],
+                "ph": torch_config().media_placeholder_token_id}
+
+    def lean_output_shapes(self, case):
+        cfg, grids = self.own_config(), grids_of(case.sizes)
+        return {"features": (merged_tokens(cfg, grids), cfg["text_width"]),
+                "logits": case.tensors["ids"].shape + (case.sizes["vocab"],)}
 
     def numpy_outputs(self, case):
         from difftest.components.decoder import DecoderStepComponent, case_model

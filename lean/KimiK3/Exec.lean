@@ -9,6 +9,7 @@ public import KimiK3.Exec.MLA
 public import KimiK3.Exec.Depth
 public import KimiK3.Exec.Model
 public import KimiK3.Exec.Vision
+public import KimiK3.Exec.Multimodal
 public import KimiK3.Exec.RatScalar
 public import KimiK3.Exec.RatExamples
 public import KimiK3.Exec.KimiLinear

@@ -1025,6 +1025,22 @@ every token. -/
 def run (model : LanguageModel α m) (s : State α m) (tokens : List Nat) : State α m × List (Arr α [m.vocab]) :=
   scan model.step s tokens
 
+/-- **Token-by-token evaluation of embedding rows** from state `s` (k3-spec §2.5, as
+`runEmbedded`): the final state and the logits of every row. -/
+def runEmbedded (model : LanguageModel α m) (s : State α m) (xs : List (Arr α [m.hidden])) :
+    State α m × List (Arr α [m.vocab]) :=
+  scan model.stepEmbedded s xs
+
+/-- **The rows of a prompt with its placeholders spliced** (k3-spec §2.5, as `embedSlots` of
+`Vision.spliceFrom`): from visual row `k` on, each id equal to the placeholder `ph` reads the next
+row of `visual`, in reading order, and every other id its embedding row. -/
+def spliceRows {n : Nat} (model : LanguageModel α m) (visual : Arr α [n, m.hidden]) (ph : Nat) :
+    List Nat → Nat → List (Arr α [m.hidden])
+  | [], _ => []
+  | t :: ts, k =>
+    if t = ph then Arr.row visual k :: spliceRows model visual ph ts (k + 1)
+    else model.embed t :: spliceRows model visual ph ts k
+
 end LanguageModel
 
 end Model
@@ -1751,6 +1767,15 @@ def mergeProject {t h' w' mH mW D T : Nat} (p : Projector α (mH * (mW * D)) T) 
 
 end Vision
 
+/-- **Multimodal prefill** (k3-spec §2.5, report §2.4; as `Vision.multimodalPrefill`): the
+prompt's ids with each placeholder `ph` replaced by the next row of `visual` (reading order, row
+`0` first), every other id by its embedding row, run through the language model token by token
+from its initial state; the final state and the logits of every position. -/
+def multimodalPrefill [Scalar α] {m : ModelDims} {n : Nat} (model : LanguageModel α m)
+    (visual : Arr α [n, m.hidden]) (ph : Nat) (tokens : List Nat) :
+    LanguageModel.State α m × List (Arr α [m.vocab]) :=
+  model.runEmbedded model.initialState (model.spliceRows visual ph tokens 0)
+
 end Vision
 
 /-! ### Vision entry points at `Float` -/
@@ -1772,6 +1797,13 @@ def Vision.encodeClipF (D A R V M t h w : Nat) (blocks : List (Vision.Block Floa
 def Vision.mergeProjectF (t h' w' mH mW D T : Nat) (p : Vision.Projector Float (mH * (mW * D)) T) (eps : Float)
     (y : Arr Float [t * ((h' * mH) * (w' * mW)), D]) : Arr Float [h' * w', T] :=
   Vision.mergeProject p eps y
+
+/-- `Vision.multimodalPrefill` at `Float`: `n` visual rows spliced into the prompt `tokens` at the
+placeholder id `ph`, then the language model from its initial state (k3-spec §2.5). -/
+def Vision.multimodalPrefillF (m : ModelDims) (n : Nat) (model : LanguageModel Float m)
+    (visual : Arr Float [n, m.hidden]) (ph : Nat) (tokens : List Nat) :
+    LanguageModel.State Float m × List (Arr Float [m.vocab]) :=
+  Vision.multimodalPrefill model visual ph tokens
 
 end Exec
 
