@@ -1048,7 +1048,7 @@ def program [Scalar α] (L D A R V M n : Nat) (eps scale cubic root : α) : Prog
       .bind (.op (.rmsNormLast eps [L] D) (.cons (.var y) (.cons (.var (ρ ps.2.head)) .nil))) fun z =>
         .pure (.cons z .nil))
 
-/-- **The tiny encoder** (`fixtures/tiny/config.json`'s `vision_config`) as `k3spec.graph.v1` JSON
+/-- **The tiny encoder** (k3-spec §7, report §2.4, at `fixtures/tiny/config.json`'s `vision_config`) as `k3spec.graph.v1` JSON
 (`fixtures/graphs/vision_encoder_tiny.json`): both blocks (`vt_num_hidden_layers = 2`) on one clip
 of 2 frames of 6 × 4 tokens (`L = 48`), width 20, 3 heads of `4·3 = 12`, MLP 28; ε = 6·10⁻⁵, score
 scale `12^(−1/2)`, the GELU constants at `Float`. -/

@@ -109,11 +109,12 @@ def model [TrigScalar α] (t h' w' mH mW D T : Nat) (eps : α) : Model α where
       (.cons (geluErfTerm _ _ .here) (.cons (.var (.there (.there .here))) .nil)))
       (.cons (.var (.there (.there (.there .here)))) .nil)))) .nil
 
-/-- A projector's weights as the graph's parameters. -/
+/-- **A projector's weights as the graph's parameters** (k3-spec §7, checkpoint `mm_projector.`):
+`first`, `second`, `norm` in `model`'s order. -/
 def parameters {E T : Nat} (p : Projector α E T) : Env α [[E, E], [E, T], [T]] :=
   .cons p.first (.cons p.second (.cons p.norm .nil))
 
-/-- **The tiny merge and project** (`fixtures/tiny/config.json`): 2 frames of 6 × 4 patches of
+/-- **The tiny merge and project** (k3-spec §2.9, §7, at `fixtures/tiny/config.json`): 2 frames of 6 × 4 patches of
 width 20, the 2 × 2 merge to 3 × 2 tokens of width 80, projected to the text width 24,
 ε = 7·10⁻⁵ (`projector_ln_eps`). -/
 def modelTiny : Model Float := model 2 3 2 2 2 20 24 0.00007
