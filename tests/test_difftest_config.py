@@ -58,19 +58,22 @@ def test_graph_constants_are_the_readings() -> None:
 
 def test_vision_graph_constants_are_the_readings() -> None:
     """The MoonViT graphs' baked ε's are `vision_config`'s (difftest's own reading); the block's
-    scale constants are the score scale `head_dim^(-1/2)`, the tanh GELU's ½, 0.044715, √(2/π)."""
+    and the encoder's scale constants are the score scale `head_dim^(-1/2)`, the tanh GELU's ½,
+    0.044715, √(2/π); merge-and-project's are the erf GELU's ½ and √(1/2)."""
     import math
 
     from difftest import numpy_vision as nv
 
     v = nv.vision_reading()
-    eps = {"vision_block_tiny.json": {v["eps"]}, "vision_final_norm_tiny.json": {v["eps"]},
-           "vision_merge_tail_tiny.json": {v["projector_eps"]}}
+    eps = {"vision_block_tiny.json": {v["eps"]}, "vision_encoder_tiny.json": {v["eps"]},
+           "vision_merge_project_tiny.json": {v["projector_eps"]}}
     for file in sorted(p.name for p in GRAPHS.glob("vision_*_tiny.json")):
         assert config.graph_constants(file).get("rmsNormLast.eps", set()) == eps.get(file, set()), file
-    scales = config.graph_constants("vision_block_tiny.json")["scale.c"]
-    want = {v["head_dim"] ** -0.5, 0.5, 0.044715, math.sqrt(2 / math.pi)}
-    assert len(scales) == 4 and all(min(abs(s - w) for s in scales) <= 1e-15 for w in want), scales
+    for file, want in (("vision_block_tiny.json", {v["head_dim"] ** -0.5, 0.5, 0.044715, math.sqrt(2 / math.pi)}),
+                       ("vision_encoder_tiny.json", {v["head_dim"] ** -0.5, 0.5, 0.044715, math.sqrt(2 / math.pi)}),
+                       ("vision_merge_project_tiny.json", {0.5, math.sqrt(0.5)})):
+        scales = config.graph_constants(file)["scale.c"]
+        assert len(scales) == len(want) and all(min(abs(s - w) for s in scales) <= 1e-15 for w in want), (file, scales)
 
 
 def test_lean_reading_reads_a_config_document() -> None:

@@ -201,6 +201,15 @@ def test_compiler_softmax_over_the_first_axis_is_flagged(monkeypatch) -> None:
     assert "graph" in {c.impl for c in failures} | {c.ref for c in failures}
 
 
+def test_compiler_erf_as_a_tanh_curve_is_flagged(monkeypatch) -> None:
+    """`erf x` compiled as `tanh(1.2025·x)` (the curve behind the tanh GELU, within 0.02 of erf)
+    instead of `torch.erf`: merge-and-project's graph leg, whose GELU is the graph's `erf` node."""
+    monkeypatch.setitem(graph_compile.EMIT, "erf", lambda g, a, node: g.call_function(
+        torch.tanh, (g.call_function(torch.mul, (a[0], 1.2025)),)))
+    failures = flagged("merge_project")
+    assert all("graph" in (c.impl, c.ref) for c in failures) and "random" in {c.kind for c in failures}
+
+
 # --- bugs only some inputs show --------------------------------------------------------------------
 
 def test_router_using_the_first_tokens_route_for_all_is_flagged(monkeypatch) -> None:

@@ -37,6 +37,7 @@ def test_each_component_has_its_independent_legs(default_run) -> None:
     pairs = {(c.component, c.impl, c.ref) for r in default_run.results for c in r.comparisons if c.dtype == "float64"}
     assert ("vision_embed", "torch", "numpy") in pairs and ("vision_embed", "graph", "numpy") in pairs
     assert ("vision_block", "graph", "numpy") in pairs and ("merge_project", "graph", "numpy") in pairs
+    assert ("vision_encoder", "graph", "numpy") in pairs
     assert ("vision_encoder", "torch_reference", "numpy") in pairs and ("vision_encoder", "torch_reference", "torch") in pairs
     # the encoder's per-stage low-precision checks: the embedding, every block, the final norm, the features
     stages = {c.output for r in default_run.results for c in r.comparisons
@@ -50,10 +51,10 @@ def test_each_component_has_its_independent_legs(default_run) -> None:
 def test_graph_leg_runs_on_the_exported_grid_only(default_run) -> None:
     kinds = {(c.component, c.kind) for r in default_run.results for c in r.comparisons
              if c.impl == "graph" or c.ref == "graph"}
-    # 2 frames of 6 × 4, the exports' grid
+    # 2 frames of 6 × 4, the exports' grid (vision_encoder: its one-clip kind)
     assert kinds == {("vision_embed", "random"), ("vision_embed", "large"),
                      *(("vision_block", k) for k in ("random", "sharp", "large", "eps")),
-                     *(("merge_project", k) for k in ("random", "large", "eps"))}
+                     *(("merge_project", k) for k in ("random", "large", "eps")), ("vision_encoder", "single")}
 
 
 def test_numpy_bilinear_and_time_rows_by_hand() -> None:

@@ -2,6 +2,7 @@
 every op; documented formulas (eps placement); dtypes; torch.export and torch.compile."""
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -54,10 +55,11 @@ ALL_OPS_DOC = {
         _node(27, "concat0", [24, 26], [8, 3]), _node(28, "concatLast", [22, 22], [2, 6]),
         _node(29, "softmaxLast", [27], [8, 3]), _node(30, "rmsNormLast", [27, 3], [8, 3], eps=_f(0.25)),
         _node(31, "l2NormLast", [28], [2, 6], eps=_f(0.5)), _node(32, "swapAxes01", [23], [2, 2, 3]),
+        _node(33, "erf", [17], [4]),
     ],
     "outputs": [{"name": n, "shape": s, "id": i} for n, s, i in [
         ("s", [2], 19), ("m", [2], 20), ("t", [3, 4], 25), ("soft", [8, 3], 29), ("rms", [8, 3], 30),
-        ("l2", [2, 6], 31), ("bmm", [2, 2, 3], 32), ("cat", [8, 3], 27)]],
+        ("l2", [2, 6], 31), ("bmm", [2, 2, 3], 32), ("cat", [8, 3], 27), ("erf", [4], 33)]],
 }
 
 
@@ -71,7 +73,7 @@ def test_all_ops_compiled_equals_interpreter() -> None:
 
 
 def test_documented_formulas() -> None:
-    """Norm eps placement and softmax, recomputed here from the table (eps large enough to matter)."""
+    """Norm eps placement, softmax and erf, recomputed here from the table (eps large enough to matter)."""
     g = parse_graph(json.loads(json.dumps(ALL_OPS_DOC)), "all_ops")
     params, inputs = random_params_inputs(g, 7)
     cg = compile_graph(g)
@@ -89,7 +91,8 @@ def test_documented_formulas() -> None:
     v28 = torch.cat([v22, v22], -1)
     l2 = v28 / torch.sqrt((v28**2).sum(-1, keepdim=True) + 0.5)
     soft = torch.exp(v27) / torch.exp(v27).sum(-1, keepdim=True)
-    for key, want in (("rms", rms), ("l2", l2), ("soft", soft), ("cat", v27)):
+    erf = torch.tensor([math.erf(v) for v in v17.tolist()], dtype=torch.float64)
+    for key, want in (("rms", rms), ("l2", l2), ("soft", soft), ("cat", v27), ("erf", erf)):
         assert_close(out[key], want.numpy())
 
 

@@ -11,17 +11,12 @@ import math
 import torch
 from helpers import GRAPHS, TINY, assert_close
 
-from pybridge import moonvit_reference
+from pybridge import moonvit, moonvit_reference
 from pybridge.config import load_config
 from pybridge.graph.compile import compile_graph
 from pybridge.graph.load import load_graph
 
 F64 = torch.float64
-
-
-def _gelu_erf(x: torch.Tensor) -> torch.Tensor:
-    """The projector's GELU, `x · (1 + erf(x/√2)) / 2` (the node the primitive set lacks)."""
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
 def _projector_sd(E: int, T: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -30,20 +25,18 @@ def _projector_sd(E: int, T: int, gen: torch.Generator) -> dict[str, torch.Tenso
             "mm_projector.post_norm.weight": 1 + 0.1 * torch.randn(T, generator=gen, dtype=F64)}
 
 
-def _merge_graphs(sd: dict[str, torch.Tensor], y_nd: torch.Tensor, first_ee: torch.Tensor | None = None) -> torch.Tensor:
-    """Head graph, erf GELU, tail graph (`mergeProject_eq_graphs`)."""
-    head = compile_graph(load_graph(GRAPHS / "vision_merge_head_tiny.json"))
-    tail = compile_graph(load_graph(GRAPHS / "vision_merge_tail_tiny.json"))
+def _merge_graph(sd: dict[str, torch.Tensor], y_nd: torch.Tensor, first_ee: torch.Tensor | None = None) -> torch.Tensor:
+    """The one merge-and-project graph, the erf GELU a node (`MergeGraph.specFwd_eq_mergeProject`)."""
+    merge = compile_graph(load_graph(GRAPHS / "vision_merge_project_tiny.json"))
     first = sd["mm_projector.proj.0.weight"].T if first_ee is None else first_ee
-    hidden_ne = head({"first": first}, {"features": y_nd})["hidden"]
-    return tail({"second": sd["mm_projector.proj.2.weight"].T, "norm": sd["mm_projector.post_norm.weight"]},
-                {"activated": _gelu_erf(hidden_ne)})["tokens"]
+    return merge({"first": first, "second": sd["mm_projector.proj.2.weight"].T,
+                  "norm": sd["mm_projector.post_norm.weight"]}, {"features": y_nd})["tokens"]
 
 
-def test_vision_merge_graphs_equal_reference_merge_project() -> None:
+def test_vision_merge_graph_equals_reference_merge_project() -> None:
     """2 frames of 6 × 4 tokens of width 20, 2 × 2 merge to 3 × 2 tokens of width 80, projected
-    to 24: the two Lean graphs around the erf GELU equal `merge_project_clip`; a swapped merge
-    channel order (`(dw·2 + dh)·D + c`) is caught."""
+    to 24: the Lean graph (the erf GELU a node) equals `merge_project_clip`; a swapped merge
+    channel order (`(dw·2 + dh)·D + c`) and the first frame for the mean are caught."""
     vis = load_config(TINY).vision
     kh, kw = vis.merge_kernel_size
     D, T = vis.hidden_size, vis.text_hidden_size
@@ -54,21 +47,22 @@ def test_vision_merge_graphs_equal_reference_merge_project() -> None:
     y_nd = torch.randn(t * h * w, D, generator=gen, dtype=F64)
     want_nt = moonvit_reference.merge_project_clip(vis, sd, y_nd, (t, h, w))
     assert want_nt.shape == ((h // kh) * (w // kw), T)
-    assert_close(_merge_graphs(sd, y_nd), want_nt)
+    assert [n.op for n in load_graph(GRAPHS / "vision_merge_project_tiny.json").nodes].count("erf") == 1
+    assert_close(_merge_graph(sd, y_nd), want_nt)
     # planted bug: the graph's merge with the kernel offsets swapped, (dw·kh + dh)·D + c, seen through
     # the first linear (rows permuted accordingly)
     perm = torch.tensor([(dw * kh + dh) * D + c for dh in range(kh) for dw in range(kw) for c in range(D)])
     bad_ee = sd["mm_projector.proj.0.weight"].T[perm]
-    assert float((_merge_graphs(sd, y_nd, bad_ee) - want_nt).abs().max()) > 1e-3
+    assert float((_merge_graph(sd, y_nd, bad_ee) - want_nt).abs().max()) > 1e-3
     # planted bug: the first frame instead of the frame mean
     frame0_nd = y_nd[: h * w].repeat(t, 1)
-    assert float((_merge_graphs(sd, frame0_nd) - want_nt).abs().max()) > 1e-3
+    assert float((_merge_graph(sd, frame0_nd) - want_nt).abs().max()) > 1e-3
 
 
-def _block_sd(vis, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Block 0's checkpoint tensors (`nn.Linear` `[out, in]`), random."""
+def _block_sd(vis, gen: torch.Generator, i: int = 0) -> dict[str, torch.Tensor]:
+    """Block `i`'s checkpoint tensors (`nn.Linear` `[out, in]`), random."""
     D, Q, M = vis.hidden_size, vis.qkv_hidden_size, vis.intermediate_size
-    pre = "vision_tower.encoder.blocks.0."
+    pre = f"vision_tower.encoder.blocks.{i}."
     return {pre + "norm0.weight": 1 + 0.1 * torch.randn(D, generator=gen, dtype=F64),
             pre + "norm1.weight": 1 + 0.1 * torch.randn(D, generator=gen, dtype=F64),
             pre + "wqkv.weight": torch.randn(3 * Q, D, generator=gen, dtype=F64) / math.sqrt(D),
@@ -77,12 +71,12 @@ def _block_sd(vis, gen: torch.Generator) -> dict[str, torch.Tensor]:
             pre + "mlp.fc1.weight": torch.randn(D, M, generator=gen, dtype=F64) / math.sqrt(M)}
 
 
-def _block_params(vis, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The graph's per-head views of the checkpoint (`Block.lean`'s layout): `query{j}[a, d, p]` is
-    `wqkv.weight[a·K + 2p + j, d]`, keys from row `Q` on, values from row `2Q` on,
-    `output[a, c, e] = wo.weight[e, a·K + c]`."""
+def _block_params(vis, sd: dict[str, torch.Tensor], i: int = 0) -> dict[str, torch.Tensor]:
+    """Block `i`'s graph parameters, the per-head views of the checkpoint (`Block.lean`'s layout):
+    `query{j}[a, d, p]` is `wqkv.weight[a·K + 2p + j, d]`, keys from row `Q` on, values from row `2Q`
+    on, `output[a, c, e] = wo.weight[e, a·K + c]`."""
     A, K, Q, D = vis.num_heads, vis.head_dim, vis.qkv_hidden_size, vis.hidden_size
-    pre = "vision_tower.encoder.blocks.0."
+    pre = f"vision_tower.encoder.blocks.{i}."
     wqkv_sak_d = sd[pre + "wqkv.weight"].reshape(3, A, K, D)
     pairs_sapjd = wqkv_sak_d.reshape(3, A, K // 2, 2, D)
     return {"norm0": sd[pre + "norm0.weight"], "norm1": sd[pre + "norm1.weight"],
@@ -90,6 +84,14 @@ def _block_params(vis, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             "key0": pairs_sapjd[1, :, :, 0].transpose(1, 2), "key1": pairs_sapjd[1, :, :, 1].transpose(1, 2),
             "value": wqkv_sak_d[2].transpose(1, 2), "output": sd[pre + "wo.weight"].T.reshape(A, K, D),
             "fc0": sd[pre + "mlp.fc0.weight"].T, "fc1": sd[pre + "mlp.fc1.weight"].T}
+
+
+def _encoder_params(vis, sd: dict[str, torch.Tensor], order: list[int] | None = None) -> dict[str, torch.Tensor]:
+    """The encoder graph's parameters (`EncoderGraph.paramSig`): `blocks.k.` + block `order[k]`'s
+    graph parameters, then `final_norm`."""
+    order = list(range(vis.num_layers)) if order is None else order
+    out = {f"blocks.{k}.{n}": v for k, i in enumerate(order) for n, v in _block_params(vis, sd, i).items()}
+    return out | {"final_norm": sd["vision_tower.encoder.final_layernorm.weight"]}
 
 
 def _rope_tables(vis, grid: tuple[int, int, int], swap_axes: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,11 +133,41 @@ def _interpolation_matrix(m: int, n: int) -> torch.Tensor:
     return torch.nn.functional.interpolate(eye, size=(n, 1), mode="bilinear", align_corners=False).reshape(m, n).T
 
 
+def test_vision_encoder_graph_equals_moonvit_encoder() -> None:
+    """The whole encoder as ONE exported graph (`vision_encoder_tiny.json`, `EncoderGraph.program`:
+    both blocks of the tiny config, then the final norm; 48 tokens of width 20, 3 heads of 12, MLP
+    28) equals pybridge's `MoonViT` encoder (`VisionTower`: its own RoPE angles, the batched attention)
+    on the embedding of one 2-frame 6 × 4 clip, float64; the blocks in swapped order are caught."""
+    vis = load_config(TINY).vision
+    assert vis.num_layers == 2
+    grid = (2, 6, 4)
+    vit = moonvit.random_moonvit(vis, seed=3)
+    sd = vit.state_dict()
+    gen = torch.Generator().manual_seed(3)
+    patches_np = torch.randn(grid[0] * grid[1] * grid[2], vis.patch_dim, generator=gen, dtype=F64)
+    with torch.no_grad():
+        x_ld = vit.vision_tower.patch_embed(patches_np, [grid])
+        want_ld = vit.vision_tower(patches_np, [grid])
+    graph = compile_graph(load_graph(GRAPHS / "vision_encoder_tiny.json"))
+    assert {v.name for v in graph.graph.params} == set(_encoder_params(vis, sd))
+    cos_lp, sin_lp = _rope_tables(vis, grid)
+    inputs = {"x": x_ld, "cos": cos_lp, "sin": sin_lp}
+    assert_close(graph(_encoder_params(vis, sd), inputs)["y"], want_ld)
+    # planted bug: block 1's weights in block 0's place and the other way round
+    got_ld = graph(_encoder_params(vis, sd, order=[1, 0]), inputs)["y"]
+    assert float((got_ld - want_ld).abs().max()) > 1e-3
+
+
+def _interpolation_matrix(m: int, n: int) -> torch.Tensor:
+    """`[n, m]` weights of `F.interpolate(bilinear, align_corners=False)` along one axis."""
+    eye = torch.eye(m, dtype=F64).reshape(1, m, m, 1)
+    return torch.nn.functional.interpolate(eye, size=(n, 1), mode="bilinear", align_corners=False).reshape(m, n).T
+
+
 def test_vision_graphs_compose_to_reference_features() -> None:
-    """Pixels-patches to visual tokens through the Lean graphs only (embedding, the block graph
-    per block, the final norm, the merge head; the erf GELU in torch; the projector tail) equals
-    `moonvit_reference.features` on one 2-frame 6 × 4 clip (`encode_eq_graphs`,
-    `mergeProject_eq_graphs`)."""
+    """Pixels-patches to visual tokens through the Lean graphs only (embedding, the encoder program,
+    merge-and-project) equals `moonvit_reference.features` on one 2-frame 6 × 4 clip
+    (`specFwd_eq_embed`, `program_eval_eq_encode`, `specFwd_eq_mergeProject`)."""
     vis = load_config(TINY).vision
     t, h, w = grid = (2, 6, 4)
     D = vis.hidden_size
@@ -146,11 +178,8 @@ def test_vision_graphs_compose_to_reference_features() -> None:
                                                                  generator=gen, dtype=F64),
           "vision_tower.encoder.final_layernorm.weight": 1 + 0.1 * torch.randn(D, generator=gen, dtype=F64)}
     sd |= _projector_sd(vis.merge_kernel_size[0] * vis.merge_kernel_size[1] * D, vis.text_hidden_size, gen)
-    blocks = []
     for i in range(vis.num_layers):
-        b = _block_sd(vis, gen)
-        blocks.append(_block_params(vis, b))
-        sd |= {k.replace("blocks.0.", f"blocks.{i}."): v for k, v in b.items()}
+        sd |= _block_sd(vis, gen, i)
     patches_np = torch.randn(t * h * w, vis.patch_dim, generator=gen, dtype=F64)
     want_nt = moonvit_reference.features(vis, sd, patches_np, [grid])
 
@@ -158,20 +187,12 @@ def test_vision_graphs_compose_to_reference_features() -> None:
     angle_fc = torch.arange(t, dtype=F64)[:, None] * torch.tensor([10000.0 ** (-c / half) for c in range(half)],
                                                                    dtype=F64)[None, :]
     embed = compile_graph(load_graph(GRAPHS / "vision_embed_tiny.json"))
-    block = compile_graph(load_graph(GRAPHS / "vision_block_tiny.json"))
-    final = compile_graph(load_graph(GRAPHS / "vision_final_norm_tiny.json"))
+    encoder = compile_graph(load_graph(GRAPHS / "vision_encoder_tiny.json"))
     cos_lp, sin_lp = _rope_tables(vis, grid)
-
-    def encoder_graphs(block_params: list[dict[str, torch.Tensor]]) -> torch.Tensor:
-        x_ld = embed({"patchWeight": sd["vision_tower.patch_embed.proj.weight"].reshape(D, -1).T,
-                      "posTable": sd["vision_tower.patch_embed.pos_emb.weight"]},
-                     {"patches": patches_np, "rows": _interpolation_matrix(vis.pos_emb_height, h),
-                      "cols": _interpolation_matrix(vis.pos_emb_width, w),
-                      "time": torch.cat([angle_fc.sin(), angle_fc.cos()], dim=1)})["embedding"]
-        for params in block_params:
-            x_ld = block(params, {"x": x_ld, "cos": cos_lp, "sin": sin_lp})["y"]
-        return final({"norm": sd["vision_tower.encoder.final_layernorm.weight"]}, {"x": x_ld})["y"]
-
-    assert_close(_merge_graphs(sd, encoder_graphs(blocks)), want_nt)
-    # planted bug: the blocks in the wrong order
-    assert float((_merge_graphs(sd, encoder_graphs(blocks[::-1])) - want_nt).abs().max()) > 1e-3
+    x_ld = embed({"patchWeight": sd["vision_tower.patch_embed.proj.weight"].reshape(D, -1).T,
+                  "posTable": sd["vision_tower.patch_embed.pos_emb.weight"]},
+                 {"patches": patches_np, "rows": _interpolation_matrix(vis.pos_emb_height, h),
+                  "cols": _interpolation_matrix(vis.pos_emb_width, w),
+                  "time": torch.cat([angle_fc.sin(), angle_fc.cos()], dim=1)})["embedding"]
+    y_ld = encoder(_encoder_params(vis, sd), {"x": x_ld, "cos": cos_lp, "sin": sin_lp})["y"]
+    assert_close(_merge_graph(sd, y_ld), want_nt)

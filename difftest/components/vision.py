@@ -3,9 +3,11 @@ the whole encoder over several clips in one batch, and the multimodal prefill.
 
 Legs: `numpy` (`difftest.numpy_vision`, difftest's own reader of `vision_config`), `torch`
 (pybridge's `moonvit`, built from the case's spec tensors through `adapter.vision_to_hub`, its
-configuration from pybridge's reader), for `vision_embed` the exported graph
-(`fixtures/graphs/vision_embed_tiny.json`, 2 frames of 6 × 4 patches; its bilinear and time inputs
-from `numpy_vision`) and the Lean `Vision.embed` (template `vision_embed`), for `vision_block`,
+configuration from pybridge's reader), the exported graphs on their clip of 2 frames of 6 × 4
+(`vision_embed_tiny`, its bilinear and time inputs from `numpy_vision`; `vision_block_tiny`;
+`vision_merge_project_tiny`, the erf GELU a graph node; for `vision_encoder`'s one-clip kind the
+embedding, the whole encoder `vision_encoder_tiny` and merge-and-project in a row), the Lean
+`Vision.embed` for `vision_embed` (template `vision_embed`), for `vision_block`,
 `merge_project` and `vision_encoder` the executable Lean (`Exec.Vision`, templates of the same
 names, `--lean-all`), for `vision_encoder` also `torch_reference` (`pybridge.moonvit_reference`,
 one clip at a time); `multimodal_prefill` compares NumPy (`numpy_vision` features spliced into
@@ -182,6 +184,17 @@ class VisionComponent(Component):
 
 # --- the patch embedding --------------------------------------------------------------------------
 
+def graph_embedding(p: dict[str, np.ndarray], grid: Grid, cfg: dict, device: str) -> torch.Tensor:
+    """The exported embedding graph (`vision_embed_tiny.json`: 2 frames of 6 × 4 patches) on the
+    case's patches, its bilinear and time inputs from `numpy_vision`, float64."""
+    t, h, w = grid
+    out = compiled("vision_embed_tiny.json", F64, device)(
+        {"patchWeight": t64(p["vision.patch_weight"]), "posTable": t64(p["vision.pos_table"])},
+        {"patches": t64(p["patches"]), "rows": t64(nv.bilinear(cfg["table_rows"], h)),
+         "cols": t64(nv.bilinear(cfg["table_cols"], w)), "time": t64(nv.time_rows(t, cfg["width"]))})
+    return out["embedding"]
+
+
 class VisionEmbedComponent(VisionComponent):
     name = "vision_embed"
     summary = ("MoonViT patch embedding: patches·W + bilinear position + time (t > 1) (Lean Vision.embed; "
@@ -222,14 +235,8 @@ class VisionEmbedComponent(VisionComponent):
         return pe(x, grids_of(case.sizes))
 
     def graph_outputs(self, case, device):
-        cfg = self.own_config()
-        (t, h, w), = grids_of(case.sizes)
-        p = case.tensors
-        out = compiled(self.graph_file, F64, device)(
-            {"patchWeight": t64(p["vision.patch_weight"]), "posTable": t64(p["vision.pos_table"])},
-            {"patches": t64(p["patches"]), "rows": t64(nv.bilinear(cfg["table_rows"], h)),
-             "cols": t64(nv.bilinear(cfg["table_cols"], w)), "time": t64(nv.time_rows(t, cfg["width"]))})
-        return {"embedding": to_np(out["embedding"])}
+        (grid,) = grids_of(case.sizes)
+        return {"embedding": to_np(graph_embedding(case.tensors, grid, self.own_config(), device))}
 
     def lean_context(self, case):
         cfg = self.own_config()
@@ -267,6 +274,25 @@ def block_model(cfg: dict, n: int) -> ErrorModel:
     return ErrorModel(stores=18, accum=3 * D + 2 + K + 2 * n + A * K + D + D + M + 2, amp=4.0, out_stores=0)
 
 
+def graph_block_params(spec: dict[str, np.ndarray], i: int, cfg: dict) -> dict[str, torch.Tensor]:
+    """Block `i`'s spec tensors as the block graph's parameters (`BlockGraph.parameters`): the pair
+    components of the query and key (channel `2p + j`) as separate `[A, D, 2R]` tensors, the
+    values `[A, D, K]`."""
+    p = {k.removeprefix(f"vision.blocks.{i}."): t64(v) for k, v in spec.items() if k.startswith(f"vision.blocks.{i}.")}
+    A, K = cfg["heads"], cfg["head_dim"]
+    qp, kp = (p[n].reshape(-1, A, K // 2, 2).permute(3, 1, 0, 2) for n in ("attn.query", "attn.key"))
+    return {"norm0": p["norm0.scale"], "query0": qp[0], "query1": qp[1], "key0": kp[0], "key1": kp[1],
+            "value": p["attn.value"].permute(1, 0, 2), "output": p["attn.output"], "norm1": p["norm1.scale"],
+            "fc0": p["mlp.fc0"], "fc1": p["mlp.fc1"]}
+
+
+def graph_rope(grid: Grid, cfg: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """One clip's RoPE tables `[L, 2R]` (cos, sin) from `numpy_vision`, the graphs' inputs."""
+    t, h, w = grid
+    angles = t64(np.tile(nv.rope_angles(h, w, cfg), (t, 1)))
+    return angles.cos(), angles.sin()
+
+
 class VisionBlockComponent(VisionComponent):
     name = "vision_block"
     summary = ("MoonViT block: x + Attn_RoPE2D(RMSNorm x) over a clip, then x + MLP_GELU(RMSNorm x) "
@@ -302,19 +328,12 @@ class VisionBlockComponent(VisionComponent):
     graph_file = "vision_block_tiny.json"
 
     def graph_outputs(self, case, device):
-        """`BlockGraph.model` (one clip of 2 frames of 6 × 4): the pair components of the query and
-        key (channel `2p + j`) as separate parameters, RoPE tables from `numpy_vision`."""
+        """`BlockGraph.model` (one clip of 2 frames of 6 × 4)."""
         cfg = self.own_config()
-        (t, h, w), = grids_of(case.sizes)
-        p = {k.removeprefix("vision.blocks.0."): t64(v) for k, v in case.tensors.items()}
-        A, K = cfg["heads"], cfg["head_dim"]
-        qp, kp = (p[n].reshape(-1, A, K // 2, 2).permute(3, 1, 0, 2) for n in ("attn.query", "attn.key"))
-        angles = t64(np.tile(nv.rope_angles(h, w, cfg), (t, 1)))
-        out = compiled(self.graph_file, F64, device)(
-            {"norm0": p["norm0.scale"], "query0": qp[0], "query1": qp[1], "key0": kp[0], "key1": kp[1],
-             "value": p["attn.value"].permute(1, 0, 2), "output": p["attn.output"], "norm1": p["norm1.scale"],
-             "fc0": p["mlp.fc0"], "fc1": p["mlp.fc1"]},
-            {"x": p["x"], "cos": angles.cos(), "sin": angles.sin()})
+        (grid,) = grids_of(case.sizes)
+        cos, sin = graph_rope(grid, cfg)
+        out = compiled(self.graph_file, F64, device)(graph_block_params(case.tensors, 0, cfg),
+                                                     {"x": t64(case.tensors["x"]), "cos": cos, "sin": sin})
         return {"y": to_np(out["y"])}
 
     def torch_outputs(self, case, dtype, device):
@@ -343,6 +362,15 @@ def merge_model(cfg: dict, frames: int) -> ErrorModel:
     amp: the norm (2) times GELU's condition (≤ 2 on unit inputs)."""
     E = cfg["merge"][0] * cfg["merge"][1] * cfg["width"]
     return ErrorModel(stores=10, accum=frames + 2 * E + cfg["text_width"] + 2, amp=4.0)
+
+
+def graph_merge_project(p: dict[str, np.ndarray], y: torch.Tensor, device: str) -> np.ndarray:
+    """The exported merge-and-project graph (`vision_merge_project_tiny.json`, `MergeGraph.model`:
+    one clip of 2 frames of 6 × 4) on the encoder output `y`, float64."""
+    out = compiled("vision_merge_project_tiny.json", F64, device)(
+        {"first": t64(p["projector.first"]), "second": t64(p["projector.second"]),
+         "norm": t64(p["projector.post_norm.scale"])}, {"features": y})
+    return to_np(out["tokens"])
 
 
 class MergeProjectComponent(VisionComponent):
@@ -379,17 +407,11 @@ class MergeProjectComponent(VisionComponent):
     def numpy_outputs(self, case):
         return {"features": nv.merge_project(case.tensors, case.tensors["y"], grids_of(case.sizes), self.own_config())}
 
-    graph_file = "vision_merge_head_tiny.json"
+    graph_file = "vision_merge_project_tiny.json"
 
     def graph_outputs(self, case, device):
-        """`MergeGraph.headModel`, the erf GELU (`numpy_vision.gelu_erf`: the graph format has no
-        erf), `MergeGraph.tailModel` (one clip of 2 frames of 6 × 4)."""
-        p = case.tensors
-        hidden = compiled(self.graph_file, F64, device)({"first": t64(p["projector.first"])}, {"features": t64(p["y"])})
-        out = compiled("vision_merge_tail_tiny.json", F64, device)(
-            {"second": t64(p["projector.second"]), "norm": t64(p["projector.post_norm.scale"])},
-            {"activated": t64(nv.gelu_erf(to_np(hidden["hidden"])))})
-        return {"features": to_np(out["tokens"])}
+        """`MergeGraph.model` (one clip of 2 frames of 6 × 4; the erf GELU is a graph node)."""
+        return {"features": graph_merge_project(case.tensors, t64(case.tensors["y"]), device)}
 
     def torch_outputs(self, case, dtype, device):
         return {"torch": {"features": to_np(self.torch_features(case, dtype, device))}}
@@ -450,6 +472,25 @@ class VisionEncoderComponent(VisionComponent):
         out["vision.final_norm.scale"] = 1.0 + 0.1 * rng.standard_normal(cfg["width"])
         out.update(projector_weights(rng, cfg))
         return out
+
+    graph_file = "vision_encoder_tiny.json"
+
+    def graph_fits(self, case):
+        """The exports' clip: one clip of 2 frames of 6 × 4 (kind `single`)."""
+        return grids_of(case.sizes) == [(2, 6, 4)]
+
+    def graph_outputs(self, case, device):
+        """Three exported graphs in a row on the one clip: the embedding (`vision_embed_tiny`), the
+        whole encoder as one graph (`vision_encoder_tiny`, `EncoderGraph.program`: every block, then
+        the final norm), merge and project (`vision_merge_project_tiny`)."""
+        cfg, p = self.own_config(), case.tensors
+        (grid,) = grids_of(case.sizes)
+        cos, sin = graph_rope(grid, cfg)
+        params = {f"blocks.{i}.{k}": v for i in range(cfg["layers"]) for k, v in graph_block_params(p, i, cfg).items()}
+        params["final_norm"] = t64(p["vision.final_norm.scale"])
+        x = graph_embedding(p, grid, cfg, device)
+        encoded = compiled(self.graph_file, F64, device)(params, {"x": x, "cos": cos, "sin": sin})["y"]
+        return {"encoded": to_np(encoded), "features": graph_merge_project(p, encoded, device)}
 
     def numpy_stages(self, case: Case) -> list[list[np.ndarray]]:
         """Per clip: the embedding, every block's output, the final norm (NumPy)."""

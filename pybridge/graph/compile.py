@@ -57,6 +57,7 @@ EMIT: dict[str, Emit] = {
     "tanh": _unary(torch.tanh),
     "sqrt": _unary(torch.sqrt),
     "sigmoid": _unary(torch.sigmoid),
+    "erf": _unary(torch.erf),
     "add": _binary(torch.add),
     "sub": _binary(torch.sub),
     "mul": _binary(torch.mul),

@@ -5,6 +5,8 @@ Each op is written straight from the formula in docs/graph-format.md, independen
 as such sums). Used by tests to check the compiled module; not fast.
 """
 
+import math
+
 import numpy as np
 import torch
 
@@ -35,6 +37,7 @@ def _eval(node: Node, a: list[np.ndarray]) -> np.ndarray:
         case "tanh": return np.tanh(x)
         case "sqrt": return np.sqrt(x)
         case "sigmoid": return 1.0 / (1.0 + np.exp(-x))
+        case "erf": return np.vectorize(math.erf, otypes=[np.float64])(x)
         case "add": return x + a[1]
         case "sub": return x - a[1]
         case "mul": return x * a[1]

@@ -116,7 +116,7 @@ _UNARY = OpSpec(1, {}, lambda s, a, out: s[0])
 _BINARY = OpSpec(2, {}, lambda s, a, out: _same(s[0], s[1]))
 
 OPS: dict[str, OpSpec] = {
-    **{op: _UNARY for op in ("neg", "exp", "log", "tanh", "sqrt", "sigmoid")},
+    **{op: _UNARY for op in ("neg", "exp", "log", "tanh", "sqrt", "sigmoid", "erf")},
     **{op: _BINARY for op in ("add", "sub", "mul", "div")},
     "scale": OpSpec(1, {"c": "float"}, lambda s, a, out: s[0]),
     "broadcast": OpSpec(1, {"n": "nat"}, lambda s, a, out: (a["n"], *s[0])),

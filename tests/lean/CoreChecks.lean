@@ -78,6 +78,11 @@ def b : Tensor Float [2, 2] := lit [2, 2] [[5, 6], [7, 8]]
 #guard close [2] (l2NormVec 0 (lit [2] [3, 4])) (lit [2] [0.6, 0.8])
 #guard close [1, 2] (l2NormLast 1e-6 [1] (lit [1, 2] [[0, 0]])) (lit [1, 2] [[0, 0]])
 
+-- the `erf` node at `Float` (the `TrigScalar Float` instance's `FloatOps.erf`) against Python's
+-- `math.erf(-0.5)`, `math.erf(0)`, `math.erf(1.25)`, `math.erf(3)`
+#guard close [2, 2] ((PrimOp.erf (α := Float) [2, 2]).eval (.cons (lit [2, 2] [[-0.5, 0], [1.25, 3]]) .nil))
+  (lit [2, 2] [[-0.5204998778130465, 0], [0.9229001282564582, 0.9999779095030014]])
+
 -- graphs: `linearSoftmax` shares `h = x W` between two outputs
 /-- The outputs of `linearSoftmax 2 3` on fixed weights and input. -/
 def linearSoftmaxOut : Env Float [[3], [3]] :=

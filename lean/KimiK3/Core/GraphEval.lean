@@ -69,6 +69,10 @@ namespace PrimOp
 @[simp] theorem eval_unary (f : UnaryFn) (s : Shape) (x : Tensor α s) :
     (PrimOp.unary (α := α) f s).eval (.cons x .nil) = Tensor.map f.apply s x := rfl
 
+/-- The erf node applies the `erf` of the `TrigScalar` structure it carries, entrywise. -/
+@[simp] theorem eval_erf [TrigScalar α] (s : Shape) (x : Tensor α s) :
+    (PrimOp.erf (α := α) s).eval (.cons x .nil) = Tensor.map TrigScalar.erf s x := rfl
+
 @[simp] theorem eval_binary (f : BinaryFn) (s : Shape) (x y : Tensor α s) :
     (PrimOp.binary (α := α) f s).eval (.cons x (.cons y .nil)) = Tensor.zipWith f.apply s x y :=
   rfl

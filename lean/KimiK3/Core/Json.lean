@@ -63,6 +63,7 @@ def BinaryFn.name : BinaryFn → String
 /-- Operation name and attributes (a JSON object) of a primitive. -/
 def opInfo : {ins : List Shape} → {out : Shape} → PrimOp Float ins out → String × String
   | _, _, .unary f _ => (UnaryFn.name f, "{}")
+  | _, _, @PrimOp.erf _ _ _ => ("erf", "{}")
   | _, _, .binary f _ => (BinaryFn.name f, "{}")
   | _, _, .scale c _ => ("scale", "{\"c\": " ++ float c ++ "}")
   | _, _, .broadcast n _ => ("broadcast", "{\"n\": " ++ toString n ++ "}")

@@ -1,6 +1,7 @@
 module
 
 public import KimiK3.Core.Scalar
+public import KimiK3.Core.Trig
 
 /-!
 # Executable kernel: tensors, sums, operations, typed graphs
@@ -360,6 +361,10 @@ attributes such as `ε` have type `α`. -/
 inductive PrimOp (α : Type) : List Shape → Shape → Type where
   /-- Entrywise scalar function. -/
   | unary (f : UnaryFn) (s : Shape) : PrimOp α [s] s
+  /-- Entrywise error function (k3-spec §7, the projector's erf GELU): the `erf` of the
+  `TrigScalar` structure the node carries. `erf` is not a `Scalar` operation (`Core/Trig.lean`),
+  so the node holds the richer class itself; `PrimOp.eval` needs only `Scalar α`. -/
+  | erf [TrigScalar α] (s : Shape) : PrimOp α [s] s
   /-- Entrywise binary function of two same-shaped tensors. -/
   | binary (f : BinaryFn) (s : Shape) : PrimOp α [s, s] s
   /-- Multiply every entry by the constant `c`. -/
@@ -464,6 +469,7 @@ def Env.append {α : Type} : {Γ Δ : List Shape} → Env α Γ → Env α Δ �
 def PrimOp.eval {α : Type} [Scalar α] : {ins : List Shape} → {out : Shape} →
     PrimOp α ins out → Env α ins → Tensor α out
   | _, _, .unary f s, .cons x .nil => Tensor.map f.apply s x
+  | _, _, @PrimOp.erf _ inst s, .cons x .nil => Tensor.map (@TrigScalar.erf α inst) s x
   | _, _, .binary f s, .cons x (.cons y .nil) => Tensor.zipWith f.apply s x y
   | _, _, .scale c s, .cons x .nil => Tensor.scale c s x
   | _, _, .broadcast n _, .cons x .nil => Tensor.broadcast n x

@@ -8,6 +8,7 @@ public import KimiK3.Channel.ExpertGraph
 public import KimiK3.Channel.LatentMoEModel
 public import KimiK3.Model.Config
 public import KimiK3.Model.Backbone
+public import KimiK3.Vision.BlockGraph
 
 /-!
 # Executable kernel of the whole-step graphs (k3-spec §2.2–2.5)
@@ -29,7 +30,10 @@ the folder.
   `KDA.layerStepJsonTiny`);
 * **the decoder token step** (`Decoder.program`: every layer of the schedule, then the head),
   exports `Decoder.jsonTiny` (tiny configuration, 3 past tokens) and `Decoder.jsonPaper`
-  (paper configuration, 1 past token).
+  (paper configuration, 1 past token);
+* **the MoonViT-V2 encoder** (`Vision.EncoderGraph.program`: the block graph
+  `Vision.BlockGraph.model` once per block, then the final norm), export
+  `Vision.EncoderGraph.jsonTiny` (tiny vision configuration, 2 blocks, one clip of 48 tokens).
 -/
 
 @[expose] public section
@@ -987,5 +991,73 @@ def jsonPaper : String :=
   Program.toJson "decoder_step_paper" (program (α := Float) paperConfig 1 (Scalars.of paperConfig))
 
 end Decoder
+
+/-! ## The MoonViT-V2 encoder (k3-spec §7, report §2.4) -/
+
+namespace Vision
+
+namespace EncoderGraph
+
+variable {α : Type}
+
+/-- **The parameters of blocks `k, …, k + n − 1`** (k3-spec §7): each block's
+`BlockGraph.paramSig` with its names prefixed `blocks.k.` (`blocks.0.norm0`, …, `blocks.0.fc1`,
+`blocks.1.norm0`, …). -/
+def blocksSig (D A R V M : Nat) (k : Nat) : Nat → Signature
+  | 0 => []
+  | n + 1 => Signature.append (Signature.prefix ("blocks." ++ toString k ++ ".") (BlockGraph.paramSig D A R V M))
+      (blocksSig D A R V M (k + 1) n)
+
+/-- **The encoder's parameters** (k3-spec §7): the `n` blocks' (`blocksSig`), then the final
+norm's gain `final_norm [D]` (`vision_tower.encoder.final_layernorm.weight`). -/
+def paramSig (D A R V M n : Nat) : Signature :=
+  Signature.append (blocksSig D A R V M 0 n) [("final_norm", [D])]
+
+/-- **The encoder's inputs** (k3-spec §7): one clip's embedded tokens `x [L, D]` and its 2-D RoPE
+tables `cos`, `sin [L, 2R]` (`Vision.ropeCos`, `ropeSin`; shared by every block). -/
+def inputSig (L D R : Nat) : Signature := [("x", [L, D]), ("cos", [L, 2 * R]), ("sin", [L, 2 * R])]
+
+/-- **The encoder's output** (k3-spec §7): the clip's tokens after the final norm, `y [L, D]`. -/
+def outputSig (L D : Nat) : Signature := [("y", [L, D])]
+
+/-- **Blocks `k, …, k + n − 1` as one fragment** (k3-spec §7, `Vision.encode`'s fold): block `k`'s
+graph (`BlockGraph.model`, its parameters the first block of `ps`, unprefixed) on the tokens `x`
+and the tables, bound once, then the next blocks on its output. No block: `x` itself. -/
+def blocksFrag [Scalar α] (L D A R V M : Nat) (eps scale cubic root : α) :
+    {Γ : List Shape} → (k n : Nat) → VarList Γ (Signature.shapes (blocksSig D A R V M k n)) →
+    Var Γ [L, D] → Var Γ [L, 2 * R] → Var Γ [L, 2 * R] → Frag α Γ [[L, D]]
+  | _, _, 0, _, x, _, _ => .pure (.cons x .nil)
+  | _, k, n + 1, ps, x, cos, sin =>
+    let p := ps.splitSig (Signature.prefix ("blocks." ++ toString k ++ ".") (BlockGraph.paramSig D A R V M))
+    (Frag.ofModel (BlockGraph.model L D A R V M eps scale cubic root)
+      (VarList.append (VarList.unprefix _ (BlockGraph.paramSig D A R V M) p.1)
+        (.cons x (.cons cos (.cons sin .nil))))).seq1 fun _ ρ y =>
+    blocksFrag L D A R V M eps scale cubic root (k + 1) n (p.2.map ρ) y (ρ cos) (ρ sin)
+
+/-- **The MoonViT-V2 encoder on one clip as one graph program** (k3-spec §7, report §2.4;
+`Vision.encode`): `n` blocks in order (`blocksFrag`), then `RMSNorm_ε(·) ⊙ final_norm`; `L` tokens
+of width `D`, `A` heads of `4R`, value width `V`, MLP `M`, the norms' `eps`, the score `scale`,
+the tanh GELU's `cubic` and `root`. Meaning: `EncoderGraph.program_eval_eq_encode`. -/
+def program [Scalar α] (L D A R V M n : Nat) (eps scale cubic root : α) : Program α :=
+  let all := (VarList.self (Shape.appendList (paramSig D A R V M n).shapes (inputSig L D R).shapes)).split
+    (paramSig D A R V M n).shapes
+  let ps := all.1.splitSig (blocksSig D A R V M 0 n) (B := [("final_norm", [D])])
+  let is : VarList _ [[L, D], [L, 2 * R], [L, 2 * R]] := all.2
+  Program.ofFrag (paramSig D A R V M n) (inputSig L D R) (outputSig L D)
+    ((blocksFrag L D A R V M eps scale cubic root 0 n ps.1 is.head is.tail.head is.tail.tail.head).seq1 fun _ ρ y =>
+      .bind (.op (.rmsNormLast eps [L] D) (.cons (.var y) (.cons (.var (ρ ps.2.head)) .nil))) fun z =>
+        .pure (.cons z .nil))
+
+/-- **The tiny encoder** (k3-spec §7, report §2.4, at `fixtures/tiny/config.json`'s `vision_config`) as `k3spec.graph.v1` JSON
+(`fixtures/graphs/vision_encoder_tiny.json`): both blocks (`vt_num_hidden_layers = 2`) on one clip
+of 2 frames of 6 × 4 tokens (`L = 48`), width 20, 3 heads of `4·3 = 12`, MLP 28; ε = 6·10⁻⁵, score
+scale `12^(−1/2)`, the GELU constants at `Float`. -/
+def jsonTiny : String :=
+  Program.toJson "vision_encoder_tiny" (program (α := Float) 48 20 3 3 12 28 2 0.00006
+    (1 / Scalar.sqrt ((12 : Nat) : Float)) geluCubic (Scalar.sqrt (2 / TrigScalar.pi)))
+
+end EncoderGraph
+
+end Vision
 
 end KimiK3

@@ -95,8 +95,10 @@ def paramSig (D A R V M : Nat) : Signature :=
 
 /-- **One MoonViT-V2 block as a model** (k3-spec §7): RMSNorm, one attention with 2-D RoPE over
 the clip's `L` tokens, residual, RMSNorm, tanh-GELU MLP, residual. `eps` the norms' ε, `scale`
-the score scale, `cubic`, `root` the GELU's `0.044715` and `√(2/π)`. -/
-def model [Scalar α] (L D A R V M : Nat) (eps scale cubic root : α) : Model α where
+the score scale, `cubic`, `root` the GELU's `0.044715` and `√(2/π)`. (`@[macro_inline]`: the
+encoder program of `Graph/Kernel.lean` calls it from another module, `Core/README.md`, "Toolchain
+constraints".) -/
+@[macro_inline] def model [Scalar α] (L D A R V M : Nat) (eps scale cubic root : α) : Model α where
   params := paramSig D A R V M
   inputs := [("x", [L, D]), ("cos", [L, 2 * R]), ("sin", [L, 2 * R])]
   outputs := [("y", [L, D])]

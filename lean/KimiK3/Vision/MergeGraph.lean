@@ -3,27 +3,25 @@ module
 public import KimiK3.Vision.EmbedGraph
 
 /-!
-# Merge and project as typed graphs (k3-spec §2.9, §7)
+# Merge and project as one typed graph (k3-spec §2.9, §7)
 
-The tail of the vision tower on one clip, `Vision.mergeProject`, is two graphs around the
-projector's erf GELU, because the primitive set has no `erf` (`UnaryFn` holds `neg`, `exp`, `log`,
-`tanh`, `sigmoid`, `sqrt`; `erf` is in `TrigScalar`, not in `Scalar`):
-* `MergeGraph.headModel`: input `features [t·(H·W), D]` (`H = h'·mH`, `W = w'·mW`), parameter
-  `first [E, E]` (`E = mH·mW·D`); output `hidden = spaceToDepth (temporalMean features) · first`;
-* `MergeGraph.tailModel`: input `activated [N, E]`, parameters `second [E, T]`, `norm [T]`;
-  output `RMSNorm(activated · second) ⊙ norm`.
+The tail of the vision tower on one clip, `Vision.mergeProject`, as one graph
+`MergeGraph.model`: input `features [t·(H·W), D]` (`H = h'·mH`, `W = w'·mW`), parameters
+`first [E, E]`, `second [E, T]`, `norm [T]` (`E = mH·mW·D`); output
+`tokens = RMSNorm_ε(GELU_erf(spaceToDepth(temporalMean features) · first) · second) ⊙ norm`.
 
 Nodes: the temporal mean is `reshape [t, H·W, D]`, `swapAxes01`, a last-two-axes swap
 (`swapLastTerm`: `swapAxes01`, `reshape`, `swapAxes01`, `reshape`) and `meanLast` over the frames;
 the `mH × mW` space-to-depth is reshapes and two last-two-axes swaps (`spaceToDepthTerm`), with
-the channel order `(dh·mW + dw)·D + c` of `spaceToDepth_apply`.
+the channel order `(dh·mW + dw)·D + c` of `spaceToDepth_apply`; the erf GELU is
+`½ (u + u · erf(√(1/2) · u))` with the `erf` primitive (`geluErfTerm`, on the first projection
+bound once by `let1`).
 
 Proved: `eval_swapLastTerm`, `eval_meanTerm` (the frame mean), `eval_spaceToDepthTerm` (the
-graph's merge is `spaceToDepth`), `specFwd_headModel`, `specFwd_tailModel`, and
-**`mergeProject_eq_graphs`**: `mergeProject` is the tail graph applied to the erf GELU of the head
-graph's output, for all weights, ε and features. `headTiny`, `tailTiny` are the tiny
-configuration's instances (exported as `fixtures/graphs/vision_merge_head_tiny.json`,
-`vision_merge_tail_tiny.json`).
+graph's merge is `spaceToDepth`), `eval_geluErfTerm` (`TrigLaws`: the node chain is `geluErf`),
+and **`MergeGraph.specFwd_eq_mergeProject`** (`TrigLaws`): the graph computes `mergeProject` for
+every projector, ε and clip. `modelTiny` is the tiny configuration's instance (exported as
+`fixtures/graphs/vision_merge_project_tiny.json`).
 -/
 
 @[expose] public section
@@ -84,35 +82,42 @@ reshapes: `[B, A, C]`, `[B, A·C]`, `[A·C, B]`, `[A, C, B]`. -/
   let z : Term α Γ [h' * w', mW * D, mH] := .op (.reshape _ _ (by simp only [Shape.numel] <;> ac_rfl)) (.cons v' .nil)
   .op (.reshape _ _ (by simp only [Shape.numel] <;> ac_rfl)) (.cons (swapLastTerm _ _ _ z) .nil)
 
+/-- **The projector's erf GELU** of `u [N, E]` as a term (k3-spec §7, `nn.GELU()`):
+`½ (u + u · erf(√(1/2) · u))`, i.e. `geluErf u = u · (1 + erf(u · √(1/2))) / 2` with the sums and
+products written out (`eval_geluErfTerm`), the `erf` primitive in the middle. -/
+@[macro_inline] def geluErfTerm [TrigScalar α] {Γ : List Shape} (N E : Nat) (u : Var Γ [N, E]) : Term α Γ [N, E] :=
+  let x : Term α Γ [N, E] := .var u
+  .op (.scale ((1 : α) / 2) [N, E]) (.cons (.op (.binary .add [N, E]) (.cons x (.cons (.op (.binary .mul [N, E])
+    (.cons x (.cons (.op (.erf [N, E]) (.cons (.op (.scale (Scalar.sqrt (1 / 2)) [N, E]) (.cons x .nil)) .nil))
+      .nil))) .nil))) .nil)
+
 namespace MergeGraph
 
-/-- **The merge head** (k3-spec §2.9, §7): parameter `first [E, E]` (`mm_projector.proj.0.weight`ᵀ),
-input `features [t·((h'·mH)·(w'·mW)), D]` (the encoder's output on one clip); output
-`hidden [h'·w', E] = spaceToDepth (temporalMean features) · first`, `E = mH·(mW·D)`. -/
-def headModel (t h' w' mH mW D : Nat) : Model α where
-  params := [("first", [mH * (mW * D), mH * (mW * D)])]
+/-- **Merge and project one clip as a model** (k3-spec §2.9, §7; `Vision.mergeProject`): parameters
+`first [E, E]` (`mm_projector.proj.0.weight`ᵀ), `second [E, T]` (`proj.2.weight`ᵀ), `norm [T]`
+(`post_norm.weight`), input `features [t·((h'·mH)·(w'·mW)), D]` (the encoder's output on one clip);
+output `tokens [h'·w', T] = RMSNorm_ε(GELU_erf(spaceToDepth(temporalMean features) · first) · second) ⊙ norm`,
+`E = mH·(mW·D)`; the first projection is bound once (`let1`) and read three times by the GELU. -/
+def model [TrigScalar α] (t h' w' mH mW D T : Nat) (eps : α) : Model α where
+  params := [("first", [mH * (mW * D), mH * (mW * D)]), ("second", [mH * (mW * D), T]), ("norm", [T])]
   inputs := [("features", [t * ((h' * mH) * (w' * mW)), D])]
-  outputs := [("hidden", [h' * w', mH * (mW * D)])]
-  body := .cons (.op (.matMul _ _ _)
-    (.cons (spaceToDepthTerm h' w' mH mW D (meanTerm t _ D (.there .here))) (.cons (.var .here) .nil))) .nil
+  outputs := [("tokens", [h' * w', T])]
+  body := .cons (.let1 (.op (.matMul _ _ _)
+      (.cons (spaceToDepthTerm h' w' mH mW D (meanTerm t _ D (.there (.there (.there .here)))))
+        (.cons (.var .here) .nil)))
+    (.op (.rmsNormLast eps [h' * w'] T) (.cons (.op (.matMul (h' * w') (mH * (mW * D)) T)
+      (.cons (geluErfTerm _ _ .here) (.cons (.var (.there (.there .here))) .nil)))
+      (.cons (.var (.there (.there (.there .here)))) .nil)))) .nil
 
-/-- **The projector's tail** (k3-spec §7): parameters `second [E, T]` (`proj.2.weight`ᵀ) and
-`norm [T]` (`post_norm.weight`), input `activated [N, E]` (the GELU of the head's output); output
-`tokens [N, T] = RMSNorm_ε(activated · second) ⊙ norm`. -/
-def tailModel (N E T : Nat) (eps : α) : Model α where
-  params := [("second", [E, T]), ("norm", [T])]
-  inputs := [("activated", [N, E])]
-  outputs := [("tokens", [N, T])]
-  body := .cons (.op (.rmsNormLast eps [N] T) (.cons (.op (.matMul N E T)
-    (.cons (.var (.there (.there .here))) (.cons (.var .here) .nil))) (.cons (.var (.there .here)) .nil))) .nil
+/-- **A projector's weights as the graph's parameters** (k3-spec §7, checkpoint `mm_projector.`):
+`first`, `second`, `norm` in `model`'s order. -/
+def parameters {E T : Nat} (p : Projector α E T) : Env α [[E, E], [E, T], [T]] :=
+  .cons p.first (.cons p.second (.cons p.norm .nil))
 
-/-- **The tiny merge head** (`fixtures/tiny/config.json`): 2 frames of 6 × 4 patches of width 20,
-the 2 × 2 merge to 3 × 2 tokens of width 80. -/
-def headTiny : Model Float := headModel 2 3 2 2 2 20
-
-/-- **The tiny projector tail**: 6 merged tokens of width 80 to the text width 24, ε = 7·10⁻⁵
-(`projector_ln_eps`). -/
-def tailTiny : Model Float := tailModel 6 80 24 0.00007
+/-- **The tiny merge and project** (k3-spec §2.9, §7, at `fixtures/tiny/config.json`): 2 frames of 6 × 4 patches of
+width 20, the 2 × 2 merge to 3 × 2 tokens of width 80, projected to the text width 24,
+ε = 7·10⁻⁵ (`projector_ln_eps`). -/
+def modelTiny : Model Float := model 2 3 2 2 2 20 24 0.00007
 
 end MergeGraph
 
@@ -200,43 +205,31 @@ theorem eval_spaceToDepthTerm {Γ : List Shape} {h' w' mH mW D : Nat}
   · show (m.val * (mW * D) + n.val % (mW * D)) % (w' * (mW * D)) % D = _
     rw [e, Flat.mod hlt, e2, Nat.add_comm, Nat.add_mul_mod_self_right, Nat.mod_mul_left_mod]
 
+end Eval
+
+/-- **The GELU node chain is `geluErf`** (k3-spec §7): `½ (u + u · erf(√(1/2) · u)) = geluErf u`
+entrywise (the field laws reorder it). -/
+theorem eval_geluErfTerm [TrigLaws α] {Γ : List Shape} {N E : Nat} (u : Var Γ [N, E]) (env : Env α Γ) :
+    (geluErfTerm N E u).eval env = fun n k => geluErf (env.get u n k) := by
+  funext n k
+  simp only [geluErfTerm, Term.eval_op, Args.eval_cons, Args.eval_nil, Term.eval_var, PrimOp.eval_scale,
+    PrimOp.eval_binary, PrimOp.eval_erf, Tensor.scale, Tensor.map, Tensor.zipWith, BinaryFn.apply, geluErf]
+  grind
+
 namespace MergeGraph
 
-/-- The head graph computes the merged tokens' first projection. -/
-theorem specFwd_headModel {t h' w' mH mW D : Nat} (first : Tensor α [mH * (mW * D), mH * (mW * D)])
-    (y : Tensor α [t * ((h' * mH) * (w' * mW)), D]) :
-    (headModel t h' w' mH mW D).specFwd (.cons first .nil) (.cons y .nil) =
-      .cons (Tensor.matMul (spaceToDepth (temporalMean y)) first) .nil := by
-  simp only [Model.specFwd_eq, headModel, Env.append_cons, Env.append_nil, Args.eval_cons, Args.eval_nil,
-    Term.eval_op, Term.eval_var, PrimOp.eval_matMul, eval_spaceToDepthTerm, Env.get_here]
+/-- **The merge-and-project graph computes `mergeProject`** (k3-spec §2.9, §7): for every projector,
+ε and clip output `y` of `t` frames on an `(h'·mH) × (w'·mW)` grid. -/
+theorem specFwd_eq_mergeProject [TrigLaws α] {t h' w' mH mW D T : Nat} (p : Projector α (mH * (mW * D)) T)
+    (eps : α) (y : Tensor α [t * ((h' * mH) * (w' * mW)), D]) :
+    (model t h' w' mH mW D T eps).specFwd (parameters p) (.cons y .nil) = .cons (mergeProject p eps y) .nil := by
+  simp only [Model.specFwd_eq, model, parameters, Env.append_cons, Env.append_nil, Args.eval_cons, Args.eval_nil,
+    Term.eval_let1, Term.eval_op, Term.eval_var, Env.get_here, Env.get_there, PrimOp.eval_matMul,
+    PrimOp.eval_rmsNormLast, eval_spaceToDepthTerm, eval_geluErfTerm]
   rw [eval_meanTerm_grid]
   rfl
 
-/-- The tail graph computes `RMSNorm(activated · second) ⊙ norm`. -/
-theorem specFwd_tailModel {N E T : Nat} (eps : α) (second : Tensor α [E, T]) (norm : Tensor α [T])
-    (a : Tensor α [N, E]) :
-    (tailModel N E T eps).specFwd (.cons second (.cons norm .nil)) (.cons a .nil) =
-      .cons (fun l => Tensor.rmsNormVec eps (Tensor.matMul a second l) norm) .nil := by
-  simp only [Model.specFwd_eq, tailModel, Env.append_cons, Env.append_nil, Args.eval_cons, Args.eval_nil,
-    Term.eval_op, Term.eval_var, Env.get_here, Env.get_there, PrimOp.eval_matMul, PrimOp.eval_rmsNormLast]
-  rfl
-
 end MergeGraph
-
-end Eval
-
-/-- **Merge and project is the two graphs around the erf GELU** (k3-spec §2.9, §7): for every
-projector, ε and clip output `y` of `t` frames on an `(h'·mH) × (w'·mW)` grid, `mergeProject` is
-the tail graph on `geluErf` of the head graph's output (the GELU is the one node the primitive set
-lacks). -/
-theorem mergeProject_eq_graphs [TrigScalar α] {t h' w' mH mW D T : Nat} (p : Projector α (mH * (mW * D)) T)
-    (eps : α) (y : Tensor α [t * ((h' * mH) * (w' * mW)), D]) :
-    Env.cons (mergeProject p eps y) .nil =
-      (MergeGraph.tailModel (h' * w') (mH * (mW * D)) T eps).specFwd (.cons p.second (.cons p.norm .nil))
-        (.cons (Tensor.map geluErf [h' * w', mH * (mW * D)]
-          ((MergeGraph.headModel t h' w' mH mW D).specFwd (.cons p.first .nil) (.cons y .nil)).head) .nil) := by
-  rw [MergeGraph.specFwd_headModel, MergeGraph.specFwd_tailModel]
-  rfl
 
 end Vision
 
