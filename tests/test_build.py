@@ -148,7 +148,7 @@ def test_transposed_index_in_the_array_matmul_breaks_its_equality_proof(library_
 
 def _small_library(root: Path) -> Path:
     """A three-module library: `Base` passes (with an `#eval` message), `Noisy` has a linter
-    warning, `Broken` fails in a proof; `KimiK3` imports all three."""
+    warning, `Wrong` fails in a proof; `KimiK3` imports all three."""
     (root / SMOKE).mkdir(parents=True)
     for name in ("lakefile.lean", "lean-toolchain"):
         (root / name).write_text((REPO / name).read_text())
@@ -163,12 +163,12 @@ def _small_library(root: Path) -> Path:
         "/-- A fact proved with an unused simp argument. -/\ntheorem noisy (n : Nat) : twice n + 0 = twice n := by\n"
         "  simp [Nat.mul_comm]\n"
     )
-    (root / SMOKE / "Broken.lean").write_text(
+    (root / SMOKE / "Wrong.lean").write_text(
         "module\n\npublic import KimiK3.Smoke.Base\n\n@[expose] public section\n\n"
         "/-- A false claim. -/\ntheorem broken : twice 2 = 5 := by\n  decide\n"
     )
     (root / "lean" / "KimiK3.lean").write_text(
-        "module\n\npublic import KimiK3.Smoke.Noisy\npublic import KimiK3.Smoke.Broken\n"
+        "module\n\npublic import KimiK3.Smoke.Noisy\npublic import KimiK3.Smoke.Wrong\n"
     )
     return root
 
@@ -195,31 +195,32 @@ def test_workers_and_plain_processes_give_the_same_verdicts_diagnostics_and_outp
     per module does: the same verdicts, the same diagnostics (an `#eval` message, a warning, an
     error), the same `.ilean` bytes, and `.olean` parts with equal constants (names, types,
     values) and extension entry counts (`k3spec/lean/SameModuleData.lean`; their bytes may differ
-    in sharing and padding, as that file explains). With one job per worker, every module gets a
-    fresh worker: the recycling path."""
+    in sharing and padding, as that file explains). The worker is replaced after two jobs, so the
+    recycling path runs too."""
     if tc.kind != "offline":
         pytest.skip("workers are the offline toolchain's")
     root = _small_library(tmp_path / "lib")
     runs = {}
-    for path, env in (("plain", {}), ("workers", {}), ("recycled", {"K3SPEC_WORKER_JOBS": "1"})):
+    for path in ("plain", "workers"):
         monkeypatch.setenv("K3SPEC_BUILD_CACHE", str(tmp_path / path / "objects"))
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        runs[path] = build.build(root, tc, plain=path == "plain")
+        # one worker, replaced after two jobs: `Noisy` is checked by a worker that checked `Base`
+        # before, `Wrong` by a fresh one
+        monkeypatch.setenv("K3SPEC_WORKER_JOBS", "2")
+        runs[path] = build.build(root, tc, jobs=1, plain=path == "plain")
     plain = runs["plain"]
     assert not plain.ok
     assert sorted(plain.built) == ["KimiK3.Smoke.Base", "KimiK3.Smoke.Noisy"]
-    assert plain.failed == ["KimiK3.Smoke.Broken"] and plain.skipped == ["KimiK3"]
+    assert plain.failed == ["KimiK3.Smoke.Wrong"] and plain.skipped == ["KimiK3"]
     rendered = sorted(d.render() for d in plain.diagnostics)
     assert any("Base.lean:12:0: information: 42" in line for line in rendered), rendered
     assert any("Noisy.lean:9:8: error: This simp argument is unused" in line for line in rendered), rendered
-    assert any("Broken.lean:9:2: error: Tactic `decide` proved that the proposition" in line for line in rendered), rendered
+    assert any("Wrong.lean:9:2: error: Tactic `decide` proved that the proposition" in line for line in rendered), rendered
     assert plain.worker_starts == 0
     expected = _outputs(tmp_path / "plain" / "objects")
     suffixes = (".olean", ".olean.server", ".olean.private", ".ilean", ".ir")
     assert sorted(expected) == sorted(f"{SMOKE[5:]}/{m}{s}" for m in ("Base", "Noisy") for s in suffixes)
     pairs = []
-    for path, starts in (("workers", 2), ("recycled", 3)):
+    for path, starts in (("workers", 2),):
         run = runs[path]
         assert (run.ok, sorted(run.built), run.failed, run.skipped) == (False, sorted(plain.built), plain.failed, plain.skipped)
         assert sorted(d.render() for d in run.diagnostics) == rendered, path
@@ -243,7 +244,7 @@ def test_a_worker_that_dies_leaves_the_module_to_a_plain_process(tc, tmp_path, m
     from k3spec import worker
 
     root = _small_library(tmp_path / "lib")
-    (root / SMOKE / "Broken.lean").unlink()
+    (root / SMOKE / "Wrong.lean").unlink()
     (root / SMOKE / "Noisy.lean").unlink()
     (root / "lean" / "KimiK3.lean").write_text("module\n\npublic import KimiK3.Smoke.Base\n")
     monkeypatch.setenv("K3SPEC_BUILD_CACHE", str(tmp_path / "objects"))
