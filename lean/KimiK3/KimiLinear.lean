@@ -7,6 +7,8 @@ public import KimiK3.KimiLinear.LayerFacts
 public import KimiK3.KimiLinear.MLA
 public import KimiK3.KimiLinear.MoE
 public import KimiK3.KimiLinear.Decoder
+public import KimiK3.KimiLinear.MLAMasked
+public import KimiK3.KimiLinear.Prefill
 public import KimiK3.KimiLinear.Examples
 public import KimiK3.KimiLinear.SwiGLUGraph
 public import KimiK3.KimiLinear.DecayGateGraph
