@@ -9,6 +9,8 @@ public import KimiK3.KimiLinear.MoE
 public import KimiK3.KimiLinear.Decoder
 public import KimiK3.KimiLinear.MLAMasked
 public import KimiK3.KimiLinear.Prefill
+public import KimiK3.KimiLinear.Config
+public import KimiK3.KimiLinear.Build
 public import KimiK3.KimiLinear.Examples
 public import KimiK3.KimiLinear.SwiGLUGraph
 public import KimiK3.KimiLinear.DecayGateGraph
