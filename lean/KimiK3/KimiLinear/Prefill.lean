@@ -35,13 +35,18 @@ Proved:
   (`ModelList.run_stackStep`, `Model/ScanFusion.lean`; per layer `DecoderLayer.run_step_eq_prefillWith`);
 * **`Mixer.forwardFull_kda`** (no law), **`Mixer.forwardFull_mla`**, **`Mixer.forwardFull_mlaDirect`**
   (`ScalarLaws`: the masked softmax and the step softmax subtract different maxima, equal over the
-  reals, not in floating point), from any state of the mixer's kind; `Mixer.forwardFull_initialState`;
+  reals, not in floating point), together **`Mixer.forwardFull_eq_forwardFrom`**, from any state of
+  the mixer's kind (`Mixer.Fits`: what `initialState` and every step leave);
 * **`Model.run_eq_prefill`**, **`Model.logits_eq_prefill`** (`ScalarLaws`): the prefill of a prompt
   gives the token-by-token logits and final states, for every schedule of KDA layers, MLA layers
   with the low-rank or the direct query, dense SwiGLU and MoE MLPs;
 * **`Model.run_append_eq_prefill_then_run`** (`ScalarLaws`): prefilling a prompt, then decoding the
   rest token by token from the states the prefill left, is the token-by-token run over the whole
-  sequence; `Model.run_append` (no law), `Model.prefill_logits_length`.
+  sequence; `Model.run_append` (no law), `Model.prefill_logits_length`;
+* prefill from a cache (transformers' prefill with `past_key_values`): **`Model.run_eq_prefillWith_forwardFull`**
+  from any states that fit the layers (`Model.StatesFit`: one per layer, each of its mixer's kind;
+  `initialState_fits`, `run_fits`), and **`Model.run_append_eq_chunked_prefill`** (prefill one
+  chunk, then the next from its states = the token-by-token run over both).
 -/
 
 @[expose] public section
@@ -125,6 +130,32 @@ theorem forwardFull_kda (p : LayerParams α m.kda) (l2Eps : α) (st : KDA.LayerS
   rw [forwardFrom_kda]
   rfl
 
+/-- Whether a state is of the mixer's kind — a KDA state for KDA, a cache for MLA — as the initial
+state and every step make it (`initialState_fits`, `step_fits`). -/
+def Fits : Mixer α m → MixerState α m → Prop
+  | .kda .., .kda _ => True
+  | .mla .., .mla _ => True
+  | .mlaDirect .., .mla _ => True
+  | _, _ => False
+
+/-- The initial state is of the mixer's kind. -/
+theorem initialState_fits (mixer : Mixer α m) : mixer.Fits mixer.initialState := by
+  cases mixer <;> trivial
+
+/-- A step leaves a state of the mixer's kind, from any state. -/
+theorem step_fits (mixer : Mixer α m) (s : MixerState α m) (x : Tensor α [m.hidden]) :
+    mixer.Fits (mixer.step s x).1 := by
+  cases mixer <;> trivial
+
+/-- The scan from a state of the mixer's kind ends in one. -/
+theorem forwardFrom_fits (mixer : Mixer α m) (s : MixerState α m) (hs : mixer.Fits s)
+    (xs : List (Tensor α [m.hidden])) : mixer.Fits (mixer.forwardFrom s xs).1 := by
+  induction xs generalizing s with
+  | nil => exact hs
+  | cons x xs ih =>
+    simp only [forwardFrom, CausalScan.run_cons]
+    exact ih _ (step_fits mixer s x)
+
 end Scalar
 
 section Laws
@@ -148,13 +179,28 @@ theorem forwardFull_mlaDirect (p : GatedMLA.Params α m.mla) (hq : m.mla.queryLa
   rw [forwardFrom_mlaDirect, MLA.run_stepDirect_eq_maskedForwardFrom]
   rfl
 
+/-- **Every mixer's full-sequence form is its causal scan**, from any state of its kind (new state
+and outputs): KDA, MLA with the low-rank or the direct query. -/
+theorem forwardFull_eq_forwardFrom (mixer : Mixer α m) (s : MixerState α m) (hs : mixer.Fits s)
+    (xs : List (Tensor α [m.hidden])) : mixer.forwardFull s xs = mixer.forwardFrom s xs := by
+  cases mixer with
+  | kda p l2Eps =>
+    cases s with
+    | kda st => exact forwardFull_kda p l2Eps st xs
+    | mla _ => exact (hs : False).elim
+  | mla p scoreScale =>
+    cases s with
+    | kda _ => exact (hs : False).elim
+    | mla cache => exact forwardFull_mla p scoreScale cache xs
+  | mlaDirect p hq scoreScale =>
+    cases s with
+    | kda _ => exact (hs : False).elim
+    | mla cache => exact forwardFull_mlaDirect p hq scoreScale cache xs
+
 /-- **Every mixer's full-sequence form from its initial state is its causal scan.** -/
 theorem forwardFull_initialState (mixer : Mixer α m) (xs : List (Tensor α [m.hidden])) :
-    mixer.forwardFull mixer.initialState xs = mixer.forwardFrom mixer.initialState xs := by
-  cases mixer with
-  | kda p l2Eps => exact forwardFull_kda p l2Eps _ xs
-  | mla p scoreScale => exact forwardFull_mla p scoreScale [] xs
-  | mlaDirect p hq scoreScale => exact forwardFull_mlaDirect p hq scoreScale [] xs
+    mixer.forwardFull mixer.initialState xs = mixer.forwardFrom mixer.initialState xs :=
+  forwardFull_eq_forwardFrom mixer _ (initialState_fits mixer) xs
 
 end Laws
 
@@ -203,13 +249,18 @@ theorem forward_eq_prefillWith (layer : DecoderLayer α m) (xs : List (Tensor α
 
 end Scalar
 
-/-- From the mixer's initial state, the layer with the full-sequence mixer is the layer with the
+/-- From a state of the mixer's kind, the layer with the full-sequence mixer is the layer with the
 causal scan. -/
-theorem prefillWith_forwardFull_initialState [ScalarLaws α] (layer : DecoderLayer α m)
-    (xs : List (Tensor α [m.hidden])) :
-    layer.prefillWith Mixer.forwardFull layer.mixer.initialState xs =
-      layer.prefillWith Mixer.forwardFrom layer.mixer.initialState xs := by
-  simp only [prefillWith, Mixer.forwardFull_initialState]
+theorem prefillWith_forwardFull_of_fits [ScalarLaws α] (layer : DecoderLayer α m)
+    (s : MixerState α m) (hs : layer.mixer.Fits s) (xs : List (Tensor α [m.hidden])) :
+    layer.prefillWith Mixer.forwardFull s xs = layer.prefillWith Mixer.forwardFrom s xs := by
+  simp only [prefillWith, Mixer.forwardFull_eq_forwardFrom layer.mixer s hs]
+
+/-- The layer-major layer from a state of its mixer's kind leaves one. -/
+theorem prefillWith_forwardFrom_fits [Scalar α] (layer : DecoderLayer α m) (s : MixerState α m)
+    (hs : layer.mixer.Fits s) (xs : List (Tensor α [m.hidden])) :
+    layer.mixer.Fits (layer.prefillWith Mixer.forwardFrom s xs).1 :=
+  Mixer.forwardFrom_fits layer.mixer s hs _
 
 end DecoderLayer
 
@@ -267,29 +318,78 @@ theorem run_append (model : Model α m) (s : State α m) (xs ys : List (Fin m.vo
       ((model.run (model.run s xs).1 ys).1, (model.run s xs).2 ++ (model.run (model.run s xs).1 ys).2) :=
   CausalScan.run_append model.step s xs ys
 
+/-- Whether the states are one per layer, each of its layer's mixer kind (`Mixer.Fits`): what
+the initial state and every run leave (`initialState_fits`, `run_fits`). -/
+def StatesFit : List (DecoderLayer α m) → State α m → Prop
+  | l :: ls, s :: ss => l.mixer.Fits s ∧ StatesFit ls ss
+  | [], [] => True
+  | _, _ => False
+
+omit [Scalar α] in
+/-- Fitting states are at most one per layer. -/
+theorem StatesFit.length_le : ∀ (layers : List (DecoderLayer α m)) (s : State α m),
+    StatesFit layers s → s.length ≤ layers.length
+  | _ :: ls, _ :: ss, h => Nat.succ_le_succ (StatesFit.length_le ls ss h.2)
+  | [], [], _ => Nat.le_refl _
+  | [], _ :: _, h => (h : False).elim
+  | _ :: _, [], _ => Nat.zero_le _
+
+/-- The initial states fit the layers. -/
+theorem initialState_fits (model : Model α m) : StatesFit model.layers model.initialState := by
+  simp only [initialState]
+  induction model.layers with
+  | nil => trivial
+  | cons l ls ih => exact ⟨Mixer.initialState_fits l.mixer, ih⟩
+
+/-- The layer-major evaluation with the causal scans keeps fitting states fitting. -/
+theorem scanLayers_forwardFrom_fits : ∀ (layers : List (DecoderLayer α m)) (s : State α m)
+    (xs : List (Tensor α [m.hidden])), StatesFit layers s →
+    StatesFit layers (ModelList.scanLayers (fun layer s xs => layer.prefillWith Mixer.forwardFrom s xs)
+      layers s xs).2
+  | l :: ls, s :: ss, xs, h =>
+    ⟨DecoderLayer.prefillWith_forwardFrom_fits l s h.1 xs, scanLayers_forwardFrom_fits ls ss _ h.2⟩
+  | [], [], _, _ => trivial
+  | [], _ :: _, _, h => (h : False).elim
+  | _ :: _, [], _, h => (h : False).elim
+
+/-- **A run from fitting states ends in fitting states** (one per layer, each of its kind). -/
+theorem run_fits (model : Model α m) (s : State α m) (hs : StatesFit model.layers s)
+    (tokens : List (Fin m.vocab)) : StatesFit model.layers (model.run s tokens).1 := by
+  rw [run_eq_prefillWith_forwardFrom model s (StatesFit.length_le _ _ hs)]
+  exact scanLayers_forwardFrom_fits _ _ _ hs
+
 end Scalar
 
 section Laws
 
 variable [ScalarLaws α]
 
+/-- From fitting states, the layer-major evaluation with the full-sequence mixers is the one with
+their causal scans. -/
+theorem prefillWith_forwardFull_of_fits (model : Model α m) (s : State α m)
+    (hs : StatesFit model.layers s) (tokens : List (Fin m.vocab)) :
+    model.prefillWith Mixer.forwardFull s tokens = model.prefillWith Mixer.forwardFrom s tokens := by
+  suffices h : ∀ (layers : List (DecoderLayer α m)) (s : State α m) (xs : List (Tensor α [m.hidden])),
+      StatesFit layers s →
+      ModelList.scanLayers (fun layer s xs => layer.prefillWith Mixer.forwardFull s xs) layers s xs =
+        ModelList.scanLayers (fun layer s xs => layer.prefillWith Mixer.forwardFrom s xs) layers s xs by
+    simp only [Model.prefillWith, h model.layers s _ hs]
+  intro layers
+  induction layers with
+  | nil => intro s xs _; cases s <;> rfl
+  | cons l ls ih =>
+    intro s xs hs
+    cases s with
+    | nil => rfl
+    | cons s ss =>
+      simp only [ModelList.scanLayers, DecoderLayer.prefillWith_forwardFull_of_fits l s hs.1, ih ss _ hs.2]
+
 /-- From the initial states, the layer-major evaluation with the full-sequence mixers is the one
 with their causal scans. -/
 theorem prefillWith_forwardFull_initialState (model : Model α m) (tokens : List (Fin m.vocab)) :
     model.prefillWith Mixer.forwardFull model.initialState tokens =
-      model.prefillWith Mixer.forwardFrom model.initialState tokens := by
-  suffices h : ∀ (layers : List (DecoderLayer α m)) (xs : List (Tensor α [m.hidden])),
-      ModelList.scanLayers (fun layer s xs => layer.prefillWith Mixer.forwardFull s xs) layers
-        (ModelList.map (fun layer => layer.mixer.initialState) layers) xs =
-      ModelList.scanLayers (fun layer s xs => layer.prefillWith Mixer.forwardFrom s xs) layers
-        (ModelList.map (fun layer => layer.mixer.initialState) layers) xs by
-    simp only [Model.prefillWith, initialState, h]
-  intro layers
-  induction layers with
-  | nil => intro xs; rfl
-  | cons l ls ih =>
-    intro xs
-    simp only [ModelList.map, ModelList.scanLayers, DecoderLayer.prefillWith_forwardFull_initialState, ih]
+      model.prefillWith Mixer.forwardFrom model.initialState tokens :=
+  prefillWith_forwardFull_of_fits model _ (initialState_fits model) tokens
 
 /-- **Prefill = token by token** (k3-spec §3 `run_eq_logits` for the variant): the prefill of a
 prompt gives exactly the final states and logits of feeding its tokens one at a time from the
@@ -315,6 +415,27 @@ theorem run_append_eq_prefill_then_run (model : Model α m) (prompt rest : List 
        (model.prefill prompt).2 ++ (model.run (model.prefill prompt).1 rest).2) := by
   rw [← run_eq_prefill]
   exact run_append model model.initialState prompt rest
+
+/-- **Prefill from a cache = token by token** (transformers' prefill with `past_key_values`):
+from states that fit the layers (e.g. what an earlier prefill or run left, `run_fits`), the
+layer-major evaluation with the full-sequence mixers gives the run's final states and logits. -/
+theorem run_eq_prefillWith_forwardFull (model : Model α m) (s : State α m)
+    (hs : StatesFit model.layers s) (tokens : List (Fin m.vocab)) :
+    model.run s tokens = model.prefillWith Mixer.forwardFull s tokens := by
+  rw [prefillWith_forwardFull_of_fits model s hs,
+    run_eq_prefillWith_forwardFrom model s (StatesFit.length_le _ _ hs)]
+
+/-- **Chunked prefill**: prefilling `first`, then prefilling `second` from the states it left
+(layer-major, masked MLA over the cache and the new tokens), gives the token-by-token run over
+`first ++ second`: the same final states, and the two chunks' logits in order. -/
+theorem run_append_eq_chunked_prefill (model : Model α m) (first second : List (Fin m.vocab)) :
+    model.run model.initialState (first ++ second) =
+      ((model.prefillWith Mixer.forwardFull (model.prefill first).1 second).1,
+       (model.prefill first).2 ++ (model.prefillWith Mixer.forwardFull (model.prefill first).1 second).2) := by
+  have hs : StatesFit model.layers (model.prefill first).1 := by
+    rw [← run_eq_prefill]
+    exact run_fits model _ (initialState_fits model) first
+  rw [run_append_eq_prefill_then_run, run_eq_prefillWith_forwardFull model _ hs]
 
 /-- One logit vector per prompt token. -/
 theorem prefill_logits_length (model : Model α m) (tokens : List (Fin m.vocab)) :
