@@ -5,6 +5,7 @@ public import KimiK3.Model.Combinators
 public import KimiK3.Model.Backbone
 public import KimiK3.Model.LanguageModel
 public import KimiK3.Model.Streaming
+public import KimiK3.Model.ScanFusion
 public import KimiK3.Model.Embedding
 public import KimiK3.Model.DepthCount
 
@@ -13,6 +14,6 @@ public import KimiK3.Model.DepthCount
 
 Aggregator of `KimiK3/Model/`: the configuration (schedule, paper and tiny configurations,
 well-formedness, counts), the backbone layer, the language model with its causal run and
-layer-major logits, their equality (`run_eq_logits`) and chunking (`run_append`), and the
-multimodal embedding. See `Model/README.md`.
+layer-major logits, their equality (`run_eq_logits`) and chunking (`run_append`), scan fusion
+for any stack of stateful layers (`ModelList.run_stackStep`), and the multimodal embedding. See `Model/README.md`.
 -/
