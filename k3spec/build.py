@@ -256,7 +256,7 @@ def _say(msg: str, quiet: bool) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def build_offline(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False, plain: bool = False) -> BuildResult:
+def build_offline(root: Path, tc: Toolchain, jobs: int = 4, quiet: bool = False, plain: bool = False) -> BuildResult:
     """Build the library at `root` with the offline toolchain; see the module docstring. With
     `plain`, every module gets its own `lean` process instead of a long-lived worker's job."""
     t0 = time.monotonic()
@@ -401,7 +401,7 @@ def build_native(root: Path, tc: Toolchain, quiet: bool = False) -> BuildResult:
     return result
 
 
-def build(root: Path, tc: Toolchain, jobs: int = 2, quiet: bool = False, plain: bool = False) -> BuildResult:
+def build(root: Path, tc: Toolchain, jobs: int = 4, quiet: bool = False, plain: bool = False) -> BuildResult:
     """Check the library at `root` with toolchain `tc` (`plain`: offline, one process per module)."""
     if tc.kind == "native":
         return build_native(root, tc, quiet)

@@ -64,7 +64,8 @@ def lean_cmd(args: tuple[str, ...]) -> None:
 @main.command("build")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".", show_default=True,
               help="Repository root holding lakefile.lean and lean/.")
-@click.option("-j", "--jobs", default=2, show_default=True, help="Lean processes at once (offline).")
+@click.option("-j", "--jobs", default=4, show_default=True,
+              help="Lean workers at once (offline; they share the machine-wide Lean slots, K3SPEC_LEAN_SLOTS).")
 @click.option("--quiet", is_flag=True, help="Print only diagnostics and the summary.")
 @click.option("--plain", is_flag=True,
               help="Offline: one lean process per module instead of long-lived Lean workers (k3spec/worker.py).")

@@ -131,8 +131,14 @@ def command(tc: Toolchain, args: list[str], unpatched: bool = False) -> tuple[li
 
 
 def slot_count() -> int:
-    """How many Lean processes may run at once on this machine (`K3SPEC_LEAN_SLOTS`, default 2)."""
-    raw = os.environ.get("K3SPEC_LEAN_SLOTS", "2")
+    """How many Lean processes may run at once on this machine (`K3SPEC_LEAN_SLOTS`, default 4).
+
+    Four: an offline Lean process peaks at 0.75-2.5 GB (a build worker, most bundles) and at most
+    about 4.3 GB (its 32-bit WebAssembly heap is capped at 4 GB), so four fit in the machine's 24 GB
+    beside the test processes; and one offline process keeps only about 0.7-0.85 of a core busy
+    (its two wasm threads hand work to each other), so four on the two cores build the library in
+    292 s where two took 335 s (docs/benchmarks-lean.md, "Long-lived Lean workers")."""
+    raw = os.environ.get("K3SPEC_LEAN_SLOTS", "4")
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"K3SPEC_LEAN_SLOTS must be a positive integer, got {raw!r}")
     return int(raw)

@@ -95,8 +95,8 @@ class LeanWorker:
         self._jobs = 0
 
     # --- life cycle -------------------------------------------------------------------------------
-    def _start(self) -> None:
-        """Start the process and wait until its loop runs (called with a Lean slot held)."""
+    def _spawn(self) -> None:
+        """Start the process; its loop writes `ready` once it runs (about 5 s later)."""
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True)
         shutil.copyfile(WORKER_SOURCE, self.folder / "Worker.lean")
@@ -108,7 +108,6 @@ class LeanWorker:
                                           preexec_fn=_die_with_parent)
         self._jobs = 0
         self.started += 1
-        self._wait_for(self.folder / "ready", "start")
 
     def close(self) -> None:
         """Send `quit` and reap the process (killed if it does not end within 30 s)."""
@@ -156,7 +155,8 @@ class LeanWorker:
         peak resident memory. Raises `WorkerDied` if the process ends first."""
         with leanrun.lean_slot():
             if self._proc is None:
-                self._start()
+                self._spawn()
+            self._wait_for(self.folder / "ready", "start")
             n = self._jobs
             self._jobs += 1
             self._write(f"job-{n}", f"{module}\n{source}\n{olean}\n{ilean}\n")

@@ -79,7 +79,7 @@ def tc() -> toolchain.Toolchain:
 def library_build(tc: toolchain.Toolchain) -> build.BuildResult:
     """The session's first, full build of the repository's library; records its wall time, and
     each module's seconds and peak memory (`build/lean-build-modules.json`)."""
-    result = build.build(REPO, tc, jobs=2)
+    result = build.build(REPO, tc)
     out = REPO / "build"
     out.mkdir(exist_ok=True)
     peak = f", {result.peak_module()}" if result.peak_module() else ""
