@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from record import write_section  # benchmarks/record.py (this script's folder is on sys.path)
 from codegen.bundle import run_lean
 from difftest import lean as dlean
 from difftest import runner
@@ -130,17 +131,6 @@ def report(rows: dict[str, list[tuple[float, ...]]], bundle_s: float, wall: floa
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if SECTION_BEGIN in text:
-        head, rest = text.split(SECTION_BEGIN, 1)
-        tail = rest.split(SECTION_END, 1)[1] if SECTION_END in rest else ""
-        text = head + section + tail.lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", type=Path, help="write (or replace) the section in this markdown file")
@@ -165,7 +155,7 @@ def main() -> None:
     section = report(rows, (marks["bundle.end"] - marks["bundle.start"]) / 1e9, wall, args.cases, targets)
     print(section)
     if args.write:
-        write_section(args.write, section)
+        write_section(args.write, section, SECTION_BEGIN, SECTION_END)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import torch  # noqa: E402
+from record import write_section  # benchmarks/record.py (this script's folder is on sys.path)
 from lean_exec import render, run_file  # noqa: E402
 
 from difftest import lean as dlean  # noqa: E402
@@ -133,17 +134,6 @@ def report(rows: list[tuple[str, object, float | None, float | None, float, floa
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if SECTION_BEGIN in text:
-        head, rest = text.split(SECTION_BEGIN, 1)
-        tail = rest.split(SECTION_END, 1)[1] if SECTION_END in rest else ""
-        text = head + section + tail.lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", type=Path, help="write (or replace) the section in this markdown file")
@@ -169,7 +159,7 @@ def main() -> None:
     section = report(rows, compile_s, lean, args.lean_cases, args.repeats)
     print(section)
     if args.write:
-        write_section(args.write, section)
+        write_section(args.write, section, SECTION_BEGIN, SECTION_END)
 
 
 def graph_files(comp) -> list[str]:

@@ -32,6 +32,7 @@ import jinja2
 import jsonschema
 
 from k3spec import toolchain
+from k3spec.leanrun import slot_count
 from k3spec.build import object_store
 
 from .bundle import EvaluationError, bundle, dependency_order, run_lean
@@ -220,9 +221,12 @@ def export(root: Path, only: tuple[str, ...] = (), progress=lambda s: None) -> d
     for e in entries:
         groups.setdefault(e.modules, []).append(e)
     progress(f"export: {len(entries)} graph(s) in {len(groups)} Lean run(s)")
+    # the runs with the most source to elaborate first, as many at once as there are Lean slots,
+    # so that the longest run (the paper-dimension decoder step) does not start last
+    runs = sorted(groups.values(), key=lambda g: -len(render(root, g, Path("/k3spec-export"))))
     texts: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for part in pool.map(lambda g: _run_group(root, g, schema), groups.values()):
+    with ThreadPoolExecutor(max_workers=slot_count()) as pool:
+        for part in pool.map(lambda g: _run_group(root, g, schema), runs):
             texts.update(part)
     return {e.name: texts[e.name] for e in entries}
 

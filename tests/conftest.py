@@ -32,18 +32,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(_STORE, ignore_errors=True)
 
 
-#: The session fixture that runs the full, uncached library build. (`fresh_exports` bundles the
-#: sources it needs and evaluates them without the build's `.olean`s, so its tests need no build.)
-LIBRARY_FIXTURES = ("library_build",)
+#: The session fixture that runs the full, uncached library build, and the one that runs the
+#: whole graph export (`fresh_exports` bundles the sources it needs and evaluates them without
+#: the build's `.olean`s, so its tests need no build): the markers `library` and `exports`.
+MARKED_FIXTURES = {"library_build": pytest.mark.library, "fresh_exports": pytest.mark.exports}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses the session's library build gets the marker `library` (so `scripts/test`
-    can run the other Lean tests beside the build); `gpu` tests are skipped where torch sees no
-    CUDA device."""
+    """A test that uses the session's library build gets the marker `library`, one that uses the
+    session's export `exports` (so `scripts/test` can run the Lean tests in three processes side
+    by side); `gpu` tests are skipped where torch sees no CUDA device."""
     for item in items:
-        if any(name in getattr(item, "fixturenames", ()) for name in LIBRARY_FIXTURES):
-            item.add_marker(pytest.mark.library)
+        for name, marker in MARKED_FIXTURES.items():
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
     import torch
 
     if not torch.cuda.is_available():

@@ -15,6 +15,7 @@ from lean_checks import CheckFileError, bundle_modules, check_files, run_check_f
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 @pytest.mark.parametrize("path", check_files(), ids=lambda p: p.stem)
 def test_check_file_passes(path: Path) -> None:
     try:
