@@ -35,7 +35,12 @@ BUNDLE_OPTIONS = ("-Ddebug.proofAsSorry=true",)
 
 
 class EvaluationError(RuntimeError):
-    """Lean rejected an evaluated file (its first errors are in the message)."""
+    """Lean rejected an evaluated file (its first errors are in the message; `messages` holds all
+    of the file's messages, when Lean ran)."""
+
+    def __init__(self, detail: str, messages: list["Message"] | None = None) -> None:
+        super().__init__(detail)
+        self.messages = messages or []
 
 
 @dataclass
@@ -116,7 +121,7 @@ def run_source(
     errors = [m for m in messages if m.severity == "error"]
     if errors or run.returncode != 0:
         detail = "\n".join(f"{name}.lean:{m.line}: {m.text}" for m in errors[:5]) or run.stderr.strip()
-        raise EvaluationError(detail)
+        raise EvaluationError(detail, messages)
     return messages
 
 

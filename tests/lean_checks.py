@@ -3,12 +3,14 @@ read values a check prints).
 
 A check file begins with exactly one line `-- bundle: Mod.A Mod.B ...` naming the library modules
 it needs. The offline interpreter cannot run imported code (`lean/KimiK3/Core/README.md`,
-"Toolchain constraints"), so the file is appended to those modules' sources, bundled with their
-dependency closure in dependency order (`codegen.bundle`), and elaborated as one file; any error
-(a failing `#guard` included) fails the check. Bundles skip theorem bodies (`codegen.bundle`,
-`debug.proofAsSorry`), so a check file states its checks as `#guard`/`#eval`, never as a
-`theorem`, `lemma` or `example`, and never uses `sorry` or the build's other forbidden words
-(`check_statements` refuses them).
+"Toolchain constraints"), so the files are evaluated after those modules' sources, bundled with
+their dependency closure in dependency order (`codegen.bundle`). All the files of `tests/lean/`
+are elaborated in one Lean run, once per process (`run_check_files`): the union of their bundles,
+then each file in a `section` of its own, so a file must close the namespaces it opens; each file
+gets its own verdict from the errors in its own lines. Any error (a failing `#guard` included)
+fails the check. Bundles skip theorem bodies (`codegen.bundle`, `debug.proofAsSorry`), so a check
+file states its checks as `#guard`/`#eval`, never as a `theorem`, `lemma` or `example`, and never
+uses `sorry` or the build's other forbidden words (`check_statements` refuses them).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from codegen.bundle import EvaluationError, Message, bundle, dependency_order, run_lean
+from k3spec.build import USES_SORRY
 from k3spec.sources import blank_comments_and_strings, forbidden_uses
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,9 +68,21 @@ def check_statements(path: Path) -> None:
         )
 
 
-@cache
 def run_check_file(path: Path) -> tuple[Message, ...]:
-    """Elaborate one check file after its bundle; its messages. Raises `CheckFileError`."""
+    """Elaborate one check file after its bundle; its messages. Raises `CheckFileError`.
+
+    The files of `tests/lean/` are elaborated together, once per process (`run_check_files`);
+    any other file alone, after its own bundle."""
+    if path.resolve().parent == CHECKS.resolve() and path in check_files():
+        result = run_check_files(tuple(check_files()))[path]
+        if isinstance(result, CheckFileError):
+            raise result
+        return result
+    return _run_alone(path)
+
+
+@cache
+def _run_alone(path: Path) -> tuple[Message, ...]:
     rel = _rel(path)
     check_statements(path)
     modules = bundle_modules(path)
@@ -81,6 +96,56 @@ def run_check_file(path: Path) -> tuple[Message, ...]:
         return tuple(run_lean(source, path.stem))
     except EvaluationError as err:
         raise CheckFileError(f"{rel} failed:\n{_relocate(str(err), path.stem, offset, rel)}") from None
+
+
+@cache
+def run_check_files(paths: tuple[Path, ...]) -> dict[Path, tuple[Message, ...] | CheckFileError]:
+    """Elaborate the check files `paths` in ONE Lean run: the union of their bundles, then each
+    file in a `section` of its own (so its `open`s end with it); each file's messages, with lines
+    relative to the file, or the `CheckFileError` naming its first errors.
+
+    Why one run: the files' bundles overlap (most hold `Core`), and elaborating them ten times
+    took 3-4 times the CPU of one run (docs/benchmarks-lean.md, "Check files in one run")."""
+    for path in paths:
+        check_statements(path)
+    modules = tuple(dict.fromkeys(m for path in paths for m in bundle_modules(path)))
+    try:
+        parts = [bundle(REPO, dependency_order(REPO, modules))]
+    except EvaluationError as err:
+        raise CheckFileError(f"the `{HEADER}` lines of {', '.join(map(_rel, paths))}: {err}") from None
+    ranges: dict[Path, tuple[int, int]] = {}
+    for path in paths:
+        # the new part starts after the lines of the parts before it and their joining newlines;
+        # its first line is `section`, the file's first line the next one
+        first = 2 + sum(part.count("\n") for part in parts) + len(parts)
+        text = path.read_text(encoding="utf-8")
+        parts.append(f"section\n{text}\nend\n")
+        ranges[path] = (first, first + text.count("\n"))
+    source = "\n".join(parts)
+    try:
+        messages, failed = run_lean(source, "Checks"), None
+    except EvaluationError as err:
+        messages, failed = err.messages, err
+
+    def in_a_file(line: int) -> bool:
+        return any(first <= line <= last for first, last in ranges.values())
+
+    library_errors = [m for m in messages if m.severity == "error" and not in_a_file(m.line)]
+    if failed is not None and not library_errors and not any(m.severity == "error" for m in messages):
+        library_errors = [Message(0, "error", str(failed))]  # Lean failed without an error message
+    results: dict[Path, tuple[Message, ...] | CheckFileError] = {}
+    for path, (first, last) in ranges.items():
+        mine = [Message(m.line - first + 1, m.severity, m.text) for m in messages if first <= m.line <= last]
+        errors = [m for m in mine if m.severity == "error"]
+        if errors:
+            results[path] = CheckFileError(f"{_rel(path)} failed:\n" + "\n".join(
+                f"{_rel(path)}:{m.line}: {m.text}" for m in errors[:5]))
+        elif library_errors:
+            results[path] = CheckFileError(f"{_rel(path)}: the bundled library failed:\n" + "\n".join(
+                f"(bundled library, line {m.line}): {m.text}" for m in library_errors[:5]))
+        else:
+            results[path] = tuple(m for m in mine if not (m.severity == "warning" and USES_SORRY.fullmatch(m.text.strip())))
+    return results
 
 
 def _relocate(text: str, stem: str, offset: int, rel: str) -> str:

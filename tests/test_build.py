@@ -80,6 +80,7 @@ def test_sorry_fails_in_lean_and_in_the_source_scan(library_build, tmp_path) -> 
     assert any(":6:8: error: declaration uses `sorry`" in line for line in lines), proc.stderr
 
 
+@pytest.mark.builds
 def test_warning_fails_the_build_fresh_and_cached(tc, tmp_path) -> None:
     """A linter warning is a build failure, when the module is built and when it comes from the cache."""
     root = tmp_path / "lib"
@@ -190,6 +191,7 @@ def _same_module_data(tc, pairs: list[tuple[Path, Path]], folder: Path) -> list[
     return [line for line in result.stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.builds
 def test_workers_and_plain_processes_give_the_same_verdicts_diagnostics_and_outputs(tc, tmp_path, monkeypatch) -> None:
     """The long-lived workers (`k3spec/worker.py`) check modules exactly as one `lean` process
     per module does: the same verdicts, the same diagnostics (an `#eval` message, a warning, an
@@ -236,6 +238,7 @@ def test_workers_and_plain_processes_give_the_same_verdicts_diagnostics_and_outp
     assert lines == [f"same {a}" for a, _ in pairs]
 
 
+@pytest.mark.builds
 def test_a_worker_that_dies_leaves_the_module_to_a_plain_process(tc, tmp_path, monkeypatch) -> None:
     """Killing a worker during its job raises `WorkerDied` with its exit status; the build then
     checks the module with a plain process and reports it, with the verdict unchanged."""

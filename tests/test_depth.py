@@ -58,6 +58,7 @@ def attend_reference(values_nd: list[list[float]], query_d: list[float], eps: fl
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 def test_hand_case_weights_three_to_one() -> None:
     # scores +-ln3/2 -> weights exactly 3/4, 1/4 over R: h = 3/4 [1, 1] + 1/4 [1, -1]
     expected = [Fraction(3, 4) * a + Fraction(1, 4) * b for a, b in zip([1, 1], [1, -1])]
@@ -67,6 +68,7 @@ def test_hand_case_weights_three_to_one() -> None:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 def test_small_graph_matches_python_reference() -> None:
     values_nd = [[(((6 * i + k) * 7) % 11 - 5) / 4 for k in range(6)] for i in range(3)]
     query_d = [((5 * k) % 7 - 3) / 8 for k in range(6)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from codegen.bundle import EvaluationError, run_lean
-from lean_checks import CheckFileError, bundle_modules, check_files, run_check_file
+from lean_checks import CheckFileError, bundle_modules, check_files, run_check_file, run_check_files
 
 
 @pytest.mark.lean
@@ -71,3 +71,22 @@ def test_bundle_skips_theorem_bodies_but_evaluates_definitions() -> None:
         run_lean(skipped + "#eval zeroFin.val\n", "PlainEval")
     with pytest.raises(EvaluationError, match="omega"):
         run_lean("def bad : Fin 1 := ⟨1, by omega⟩\n", "DefinitionProof")
+
+
+@pytest.mark.lean
+@pytest.mark.checks
+def test_files_run_together_each_gets_its_own_verdict_and_scope(tmp_path: Path) -> None:
+    """In the one run of several check files, a failing `#guard` fails its own file, at its own
+    line, and no other; an `open` in one file does not reach the next."""
+    good = tmp_path / "Good.lean"
+    good.write_text("-- bundle: KimiK3.Core.Tensor\nopen Nat\n#guard succ 1 == 2\n#eval 40 + 2\n", encoding="utf-8")
+    bad = tmp_path / "Bad.lean"
+    bad.write_text("-- bundle: KimiK3.Core.Tensor\n#guard 1 + 1 == 2\n#guard 1 == 2\n", encoding="utf-8")
+    scoped = tmp_path / "Scoped.lean"
+    scoped.write_text("-- bundle: KimiK3.Core.Tensor\n#eval succ 1\n", encoding="utf-8")
+    results = run_check_files((good, bad, scoped))
+    assert [(m.line, m.text.strip()) for m in results[good] if m.severity == "information"] == [(4, "42")]
+    assert isinstance(results[bad], CheckFileError)
+    assert f"{bad}:3:" in str(results[bad]) and "Good" not in str(results[bad])
+    assert isinstance(results[scoped], CheckFileError)  # `succ` is unknown without `open Nat`
+    assert f"{scoped}:2:" in str(results[scoped])

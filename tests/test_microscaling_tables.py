@@ -97,6 +97,7 @@ def same_value(lean: float | None, lib: float) -> bool:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_decode_table_matches_torch_and_ml_dtypes(name: str) -> None:
     values = [from_bits(b) for b in lean_tables()[f"decode_{name}"]["bits"]]
@@ -109,6 +110,7 @@ def test_decode_table_matches_torch_and_ml_dtypes(name: str) -> None:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 def test_e8m0_decode_table_matches_torch_and_ml_dtypes() -> None:
     values = [from_bits(b) for b in lean_tables()["decode_e8m0"]["bits"]]
     assert values[:255] == [math.ldexp(1.0, e - 127) for e in range(255)] and values[255] is None
@@ -127,6 +129,7 @@ def test_torch_has_no_fp4_cast_kernel() -> None:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 @pytest.mark.parametrize("name", [*sorted(FORMATS), "e8m0"])
 def test_decode_then_encode_is_the_identity_on_finite_codes(name: str) -> None:
     """`encode_decode`: every finite code comes back, except negative zero, which encodes to +0."""
@@ -170,6 +173,7 @@ def is_inf_code(name: str, code: int) -> bool:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 @pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_element_encodings_match_libraries_except_named(name: str, scale: int) -> None:
@@ -215,6 +219,7 @@ def e8m0_probes() -> list[float]:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 def test_e8m0_encodings_match_libraries_except_named() -> None:
     table = lean_tables()["encode_e8m0"]
     probes = e8m0_probes()
@@ -262,6 +267,7 @@ def ceil_code(amax: float) -> int:
 
 
 @pytest.mark.lean
+@pytest.mark.checks
 def test_scale_rules_match_their_formulas_and_torchao() -> None:
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
     from torchao.prototype.mx_formats.mx_tensor import to_mx
