@@ -16,6 +16,11 @@ refuse `sorry` in the sources. Plain `#eval` refuses any term that mentions a th
 skipped body ("depends on the 'sorry' axiom"), so the generated files evaluate with `#eval!`.
 Measured on the check file `ModelChecks` (21 modules, 164 theorems): 179 s without the option,
 63 s with it.
+
+Offline, `run_lean` sends a bundle to this process's evaluation server (`k3spec/evalserver.py`),
+which elaborates the library sources (up to the line `BUNDLE_END`) once and resumes from the saved
+state for every later file that starts with them; a plain `lean` process takes the file when the
+server is off (`K3SPEC_EVAL_SERVER=0`), busy with another thread's file, or dead.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from k3spec import leanrun, sources, toolchain
+from k3spec import evalserver, leanrun, sources, toolchain
 from k3spec.build import LEAN_OPTIONS, USES_SORRY
+from k3spec.evalserver import BUNDLE_END, ServerRefused
 from k3spec.toolchain import Toolchain
+from k3spec.worker import WorkerDied
 
 HEADER_PREFIXES = ("module", "public import ", "import ", "@[expose] public section")
 #: Options of every bundle run: theorem bodies are skipped (the build checks them; module docstring).
@@ -82,9 +89,10 @@ def dependency_order(root: Path, targets: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def bundle(root: Path, modules: tuple[str, ...]) -> str:
-    """The listed modules' sources (in the given order) as one standalone Lean file."""
+    """The listed modules' sources (in the given order) as one standalone Lean file, ending with
+    the line `BUNDLE_END` (where the evaluation server's saved prefix ends, `k3spec/evalserver.py`)."""
     parts = [f"-- from {m}\n" + strip_header(module_path(root, m).read_text(encoding="utf-8")) for m in modules]
-    return "\n".join(parts)
+    return "\n".join(parts) + BUNDLE_END
 
 
 def run_source(
@@ -104,11 +112,13 @@ def run_source(
     also truncates one message at about 2 MB) is an `EvaluationError`: write large results to a
     file instead.
     """
+    args = ["--json", *LEAN_OPTIONS, *options, f"{name}.lean"]
     for attempt in range(1, attempts + 1):
-        with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
-            path = Path(tmp) / f"{name}.lean"
-            path.write_text(source, encoding="utf-8")
-            run = leanrun.run(tc, ["--json", *LEAN_OPTIONS, *options, path.name], cwd=Path(tmp), lean_path=list(lean_path))
+        run = _run_on_server(tc, source, name, args) if not lean_path and evalserver.enabled(tc) else None
+        if run is None:
+            with tempfile.TemporaryDirectory(prefix="k3spec-eval-", dir="/tmp") as tmp:
+                (Path(tmp) / f"{name}.lean").write_text(source, encoding="utf-8")
+                run = leanrun.run(tc, args, cwd=Path(tmp), lean_path=list(lean_path))
         try:
             parsed = leanrun.parse_messages(run.stdout, strict=True)
             break
@@ -123,6 +133,20 @@ def run_source(
         detail = "\n".join(f"{name}.lean:{m.line}: {m.text}" for m in errors[:5]) or run.stderr.strip()
         raise EvaluationError(detail, messages)
     return messages
+
+
+def _run_on_server(tc: Toolchain, source: str, name: str, args: list[str]) -> leanrun.LeanResult | None:
+    """`source` elaborated by this process's evaluation server with the options of `args` (and
+    the toolchain's process options), or None when the server does not take it or died (the
+    caller then runs a plain process)."""
+    try:
+        options = evalserver.bool_options([*leanrun.process_options(tc), *args])
+        return evalserver.server(tc).evaluate(f"{name}.lean", source, options)
+    except ServerRefused:
+        return None
+    except WorkerDied as err:
+        print(f"{name}.lean: {err}; running it in a plain Lean process", file=sys.stderr, flush=True)
+        return None
 
 
 def run_lean(source: str, name: str = "Bundle") -> list[Message]:

@@ -78,30 +78,37 @@ def _rss_mb(pid: int, field: str) -> float:
     return 0.0
 
 
-class LeanWorker:
-    """One long-lived offline Lean process, started on its first job."""
+class LeanLoop:
+    """One long-lived offline Lean process running a loop program (`Worker.lean`,
+    `EvalServer.lean`) that answers job files in its folder; started on its first job, replaced
+    after `max_jobs` jobs or `K3SPEC_WORKER_RECYCLE_MB` of resident memory."""
 
-    def __init__(self, tc: Toolchain, folder: Path, sources: Path, lean_path: list[Path]) -> None:
+    #: The Lean program the process elaborates; its `#eval` is the job loop.
+    program: Path
+
+    def __init__(self, tc: Toolchain, folder: Path, lean_path: list[Path], max_jobs: int) -> None:
         if tc.kind != "offline":
             raise ValueError("Lean workers are for the offline toolchain (a native Lean starts in milliseconds)")
         self.tc = tc
         self.folder = folder
-        self.sources = sources
         self.lean_path = lean_path
         self.recycle_mb = _limit("K3SPEC_WORKER_RECYCLE_MB", 2400)
-        self.max_jobs = _limit("K3SPEC_WORKER_JOBS", 24)
+        self.max_jobs = max_jobs
         self.started = 0
         self._proc: subprocess.Popen | None = None
         self._jobs = 0
 
     # --- life cycle -------------------------------------------------------------------------------
+    def _prepare(self) -> None:
+        """Fill the fresh folder before the process starts (the program is already there)."""
+
     def _spawn(self) -> None:
         """Start the process; its loop writes `ready` once it runs (about 5 s later)."""
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True)
-        shutil.copyfile(WORKER_SOURCE, self.folder / "Worker.lean")
-        (self.folder / "lean").symlink_to(self.sources / "lean")
-        argv, env = leanrun.command(self.tc, ["Worker.lean"])
+        shutil.copyfile(self.program, self.folder / self.program.name)
+        self._prepare()
+        argv, env = leanrun.command(self.tc, [self.program.name])
         env["LEAN_PATH"] = os.pathsep.join([str(self.tc.stdlib), *map(str, self.lean_path)])
         with open(self.folder / "stdout.txt", "w") as out, open(self.folder / "stderr.txt", "w") as err:
             self._proc = subprocess.Popen(argv, cwd=self.folder, env=env, stdout=out, stderr=err,
@@ -128,7 +135,7 @@ class LeanWorker:
         tmp.rename(self.folder / name)
 
     def _last_words(self) -> str:
-        """Why the worker ended, from what it printed: its panic or error lines (e.g. "INTERNAL
+        """Why the process ended, from what it printed: its panic or error lines (e.g. "INTERNAL
         PANIC: out of memory"), else its last lines, without the toolchain's debug lines."""
         lines: list[str] = []
         for name in ("stderr.txt", "stdout.txt"):
@@ -148,25 +155,22 @@ class LeanWorker:
                 raise WorkerDied(f"the Lean worker ended (exit {code}) during its {what}: {self._last_words()}")
             time.sleep(POLL_S)
 
-    # --- jobs -------------------------------------------------------------------------------------
-    def check(self, module: str, source: Path, olean: Path, ilean: Path) -> leanrun.LeanResult:
-        """Elaborate `module` like `lean --json -o OLEAN -i ILEAN SOURCE`: the exit code a plain
-        process would give (0, or 1 when the frontend failed), its messages, and the worker's
-        peak resident memory. Raises `WorkerDied` if the process ends first."""
+    def _job(self, lines: str, what: str) -> tuple[list[str], str, str, float]:
+        """Send one job (holding a Lean slot while the process starts and runs it) and collect its
+        answer: the words of `done-<n>`, its filtered stdout, its stderr and the process's peak
+        resident memory; then replace the process if it has grown too large or done enough."""
         with leanrun.lean_slot():
             if self._proc is None:
                 self._spawn()
             self._wait_for(self.folder / "ready", "start")
             n = self._jobs
             self._jobs += 1
-            self._write(f"job-{n}", f"{module}\n{source}\n{olean}\n{ilean}\n")
-            self._wait_for(self.folder / f"done-{n}", f"check of {module}")
+            self._write(f"job-{n}", lines)
+            self._wait_for(self.folder / f"done-{n}", what)
         assert self._proc is not None
         verdict = (self.folder / f"done-{n}").read_text().split()
-        if not verdict or verdict[0] not in ("ok", "error"):
-            raise WorkerDied(f"the Lean worker did not understand job {n} ({module}): {' '.join(verdict)}")
-        out = (self.folder / f"out-{n}.json").read_text(errors="replace")
-        err = (self.folder / f"err-{n}.txt").read_text(errors="replace")
+        out = (self.folder / f"out-{n}.json").read_text(errors="replace") if (self.folder / f"out-{n}.json").exists() else ""
+        err = (self.folder / f"err-{n}.txt").read_text(errors="replace") if (self.folder / f"err-{n}.txt").exists() else ""
         for name in (f"job-{n}", f"done-{n}", f"out-{n}.json", f"err-{n}.txt"):
             (self.folder / name).unlink(missing_ok=True)
         filt = leanrun.DebugFilter()
@@ -174,4 +178,27 @@ class LeanWorker:
         peak_mb = _rss_mb(self._proc.pid, "VmHWM")
         if _rss_mb(self._proc.pid, "VmRSS") > self.recycle_mb or self._jobs >= self.max_jobs:
             self.close()
-        return leanrun.LeanResult(0 if verdict[0] == "ok" else 1, stdout, err.strip(), peak_mb)
+        return verdict, stdout, err.strip(), peak_mb
+
+
+class LeanWorker(LeanLoop):
+    """A worker of the build: checks library modules like `lean -o X.olean -i X.ilean X.lean`."""
+
+    program = WORKER_SOURCE
+
+    def __init__(self, tc: Toolchain, folder: Path, sources: Path, lean_path: list[Path]) -> None:
+        super().__init__(tc, folder, lean_path, _limit("K3SPEC_WORKER_JOBS", 24))
+        self.sources = sources
+
+    def _prepare(self) -> None:
+        (self.folder / "lean").symlink_to(self.sources / "lean")
+
+    # --- jobs ---------------------------------------------------------------------------------------
+    def check(self, module: str, source: Path, olean: Path, ilean: Path) -> leanrun.LeanResult:
+        """Elaborate `module` like `lean --json -o OLEAN -i ILEAN SOURCE`: the exit code a plain
+        process would give (0, or 1 when the frontend failed), its messages, and the worker's
+        peak resident memory. Raises `WorkerDied` if the process ends first."""
+        verdict, stdout, err, peak_mb = self._job(f"{module}\n{source}\n{olean}\n{ilean}\n", f"check of {module}")
+        if not verdict or verdict[0] not in ("ok", "error"):
+            raise WorkerDied(f"the Lean worker did not understand the job for {module}: {' '.join(verdict)}")
+        return leanrun.LeanResult(0 if verdict[0] == "ok" else 1, stdout, err, peak_mb)
