@@ -22,11 +22,11 @@ from tests.helpers import REPO
 
 pytestmark = [pytest.mark.lean, pytest.mark.slow]
 
-PREFIX = bundle(REPO, dependency_order(REPO, ("KimiK3.Core.Sum",)))
+PREFIX = bundle(REPO, dependency_order(REPO, ("KimiK3.Core.ScalarFacts",)))  # 2 modules, 35 theorems
 #: Bodies after the same prefix: evaluation of bundled code, an `open` and an error, a definition.
 BODIES = {
-    "Passing": "open KimiK3\n#eval! finSum 4 (fun i => (i.val : Float) * 0.5)\n#eval (3 : Nat) * 2\n",
-    "Failing": "#eval! KimiK3.finSum 2 (fun _ => (1 : Float))\n#eval undefinedHere\ntheorem bad : 1 = 2 := rfl\n",
+    "Passing": "open KimiK3\n#eval! Scalar.abs (-1.5 : Float)\n#eval (3 : Nat) * 2\n",
+    "Failing": "#eval! KimiK3.Scalar.abs (2 : Float)\n#eval undefinedHere\ntheorem bad : 1 = 2 := rfl\n",
     "Defines": "def localValue : Nat := 41\n#eval localValue + 1\n",
     "Uses": "#eval localValue\n",
 }
@@ -67,8 +67,8 @@ def test_server_prints_what_a_plain_process_prints_on_a_miss_and_on_a_hit(server
     texts = [m["data"] for m in expected]
     assert code == 1 and any("undefinedHere" in t for t in texts) and "2.000000" in texts
     assert server.hits >= 3
-    passing, _ = plain("Passing", PREFIX + BODIES["Passing"])
-    assert [m["data"] for m in passing if m["severity"] == "information"] == ["3.000000", "6"]
+    passing, _ = served(server, "Passing", PREFIX + BODIES["Passing"])
+    assert [m["data"] for m in passing if m["severity"] == "information"] == ["1.500000", "6"]
 
 
 def test_a_file_does_not_see_the_previous_files_definitions(server) -> None:
@@ -86,16 +86,18 @@ def test_files_with_another_prefix_or_none_reuse_only_the_imports(server) -> Non
         assert served(server, name, source) == plain(name, source)
 
 
-def test_a_server_that_dies_leaves_the_file_to_a_plain_process(monkeypatch) -> None:
-    if toolchain.find().kind != "offline":
-        pytest.skip("the evaluation server is for the offline toolchain")
+def test_a_server_that_dies_leaves_the_file_to_a_plain_process(server, monkeypatch) -> None:
+    """`codegen.bundle.run_lean` through this module's server (its prefix saved): killed, the file
+    goes to a plain process; the next file starts a fresh server."""
     monkeypatch.setenv("K3SPEC_EVAL_SERVER", "1")
+    monkeypatch.setitem(evalserver._servers, toolchain.find().identity, server)
     source = PREFIX + BODIES["Passing"]
     first = [m.text for m in run_lean(source, "First")]
-    srv = evalserver.server(toolchain.find())
-    assert srv._proc is not None
-    os.kill(srv._proc.pid, signal.SIGKILL)
-    srv._proc.wait()
+    assert server._proc is not None
+    os.kill(server._proc.pid, signal.SIGKILL)
+    server._proc.wait()
     assert [m.text for m in run_lean(source, "Second")] == first
+    started = server.started
     with pytest.raises(EvaluationError, match="undefinedHere"):
-        run_lean(PREFIX + BODIES["Failing"], "Third")  # a fresh server
+        run_lean(PREFIX + BODIES["Failing"], "Third")
+    assert server.started == started + 1
