@@ -141,18 +141,15 @@ def k3Elaborate (cache : K3Cache) (fileName input optionsKey : String) (opts : O
     pure (false, hmsgs ++ msgs, { cache with header := some h })
   else
     let pre := String.Pos.Raw.extract input 0 ⟨prefixLen⟩
-    match k3Lookup pre optionsKey cache.prefixes with
-    | (some e, others) =>
-      let s := { e.state with parserState := { pos := ⟨prefixLen⟩ }, cmdPos := ⟨prefixLen⟩ }
-      let (_, msgs) ← k3Run input fileName s
-      pure (true, e.messages ++ msgs, { cache with prefixes := e :: others })
-    | (none, _) =>
-      let (s0, hmsgs, h) ← k3Start pre fileName opts optionsKey cache.header
-      let (s1, pmsgs) ← k3Run pre fileName s0
-      let e : K3Saved := { text := pre, optionsKey, state := s1, messages := hmsgs ++ pmsgs }
-      let s := { s1 with parserState := { pos := ⟨prefixLen⟩ }, cmdPos := ⟨prefixLen⟩ }
-      let (_, msgs) ← k3Run input fileName s
-      pure (false, e.messages ++ msgs, { header := some h, prefixes := k3Take k3Keep (e :: cache.prefixes) })
+    let (hit, e, cache) ← match k3Lookup pre optionsKey cache.prefixes with
+      | (some e, others) => pure (true, e, { cache with prefixes := e :: others })
+      | (none, _) => do
+        let (s0, hmsgs, h) ← k3Start pre fileName opts optionsKey cache.header
+        let (s1, pmsgs) ← k3Run pre fileName s0
+        let e : K3Saved := { text := pre, optionsKey, state := s1, messages := hmsgs ++ pmsgs }
+        pure (false, e, { header := some h, prefixes := k3Take k3Keep (e :: cache.prefixes) })
+    let (_, msgs) ← k3Run input fileName { e.state with parserState := { pos := ⟨prefixLen⟩ }, cmdPos := ⟨prefixLen⟩ }
+    pure (hit, e.messages ++ msgs, cache)
 
 /-- Print each message as `lean --json` does, one line each, as a message of the file `fileName`
 (a saved prefix's messages name the file that first elaborated it). -/
