@@ -20,8 +20,8 @@ public import KimiK3.Core.Program
 program's shared bindings once.
 
 `Float` attributes travel exactly as the decimal string of their IEEE-754 binary64 bits
-(`Float.toBits`). Everything here is written with its own recursion and `String` operations
-only, the subset the offline compiler handles.
+(`Float.toBits`). Everything here is written with its own recursion, `String` operations and
+`Array.push`/`Array.getD`, the subset the offline compiler handles.
 -/
 
 @[expose] public section
@@ -81,14 +81,18 @@ def opInfo : {ins : List Shape} → {out : Shape} → PrimOp Float ins out → S
   | _, _, .rmsNormLast eps _ _ => ("rmsNormLast", "{\"eps\": " ++ float eps ++ "}")
   | _, _, .l2NormLast eps _ _ => ("l2NormLast", "{\"eps\": " ++ float eps ++ "}")
 
-/-- The `i`-th id of a list (0 past its end). -/
-def idAt : Nat → List Nat → Nat
-  | 0, i :: _ => i
-  | n + 1, _ :: ids => idAt n ids
-  | _, [] => 0
+/-- The node ids of a context's entries, innermost binding last: the entry at context index `i`
+is `ids[ids.size - 1 - i]`, so binding a value pushes its id (an array: a variable deep in a
+large context is read in constant time, where a list took time linear in its index, about 64 s
+of the paper-dimension decoder export, docs/benchmarks-lean.md). -/
+abbrev Ids := Array Nat
+
+/-- The id of context index `i` (0 past the context's end). -/
+def idAt (ids : Ids) (i : Nat) : Nat :=
+  if i < ids.size then ids.getD (ids.size - 1 - i) 0 else 0
 
 /-- The id bound to a variable, given the ids of the context entries. -/
-def varId {Γ : List Shape} {s : Shape} (v : Var Γ s) (ids : List Nat) : Nat := idAt v.idx ids
+def varId {Γ : List Shape} {s : Shape} (v : Var Γ s) (ids : Ids) : Nat := idAt ids v.idx
 
 /-- Serialization state: the next free id and the nodes emitted so far. -/
 structure State where
@@ -107,7 +111,7 @@ def emit (st : State) (op attrs : String) (args : List Nat) (shape : Shape) : St
 mutual
 
 /-- Emit the nodes of a term (arguments first) and return the id of its value. -/
-def termNodes : {Γ : List Shape} → {s : Shape} → Term Float Γ s → List Nat → State → State × Nat
+def termNodes : {Γ : List Shape} → {s : Shape} → Term Float Γ s → Ids → State → State × Nat
   | _, _, .var v, ids, st => (st, varId v ids)
   | _, out, .op p args, ids, st =>
     let r := argsNodes args ids st
@@ -115,10 +119,10 @@ def termNodes : {Γ : List Shape} → {s : Shape} → Term Float Γ s → List N
     emit r.1 info.1 info.2 r.2 out
   | _, _, .let1 t b, ids, st =>
     let r := termNodes t ids st
-    termNodes b (r.2 :: ids) r.1
+    termNodes b (ids.push r.2) r.1
 
 /-- Emit the nodes of an argument list and return the ids of its values. -/
-def argsNodes : {Γ ss : List Shape} → Args Float Γ ss → List Nat → State → State × List Nat
+def argsNodes : {Γ ss : List Shape} → Args Float Γ ss → Ids → State → State × List Nat
   | _, _, .nil, _, st => (st, [])
   | _, _, .cons t ts, ids, st =>
     let r := termNodes t ids st
@@ -127,15 +131,11 @@ def argsNodes : {Γ ss : List Shape} → Args Float Γ ss → List Nat → State
 
 end
 
-/-- The ids `k, k+1, …` of a signature's entries. -/
-def sigIds : Signature → Nat → List Nat
-  | [], _ => []
-  | _ :: rest, k => k :: sigIds rest (k + 1)
-
-/-- Append two id lists. -/
-def appendIds : List Nat → List Nat → List Nat
-  | [], l => l
-  | x :: xs, l => x :: appendIds xs l
+/-- The ids of a context whose entries are the signature's, ids `k, k+1, …` from the front, on
+top of the context of `ids` (the front entry is innermost: pushed last). -/
+def sigIds : Signature → Nat → Ids → Ids
+  | [], _, ids => ids
+  | _ :: rest, k, ids => (sigIds rest (k + 1) ids).push k
 
 /-- JSON objects `{"name", "shape", "id"}` for a signature, ids from `k`. -/
 def sigEntries : Signature → Nat → List String
@@ -157,11 +157,11 @@ def sigLength : Signature → Nat
   | _ :: rest => sigLength rest + 1
 
 /-- Emit the nodes of a chain of bindings; returns the ids of the final context. -/
-def letsNodes : {Γ Δ : List Shape} → Lets Float Γ Δ → List Nat → State → State × List Nat
+def letsNodes : {Γ Δ : List Shape} → Lets Float Γ Δ → Ids → State → State × Ids
   | _, _, .nil, ids, st => (st, ids)
   | _, _, .bind t rest, ids, st =>
     let r := termNodes t ids st
-    letsNodes rest (r.2 :: ids) r.1
+    letsNodes rest (ids.push r.2) r.1
 
 end GraphJson
 
@@ -170,7 +170,7 @@ open GraphJson in
 def Program.toJson (name : String) (p : Program Float) : String :=
   let np := sigLength p.params
   let ni := sigLength p.inputs
-  let ids := appendIds (sigIds p.params 0) (sigIds p.inputs np)
+  let ids := sigIds p.params 0 (sigIds p.inputs np #[])
   let r := letsNodes p.lets ids { next := np + ni, nodes := "" }
   let o := argsNodes p.body r.2 r.1
   "{\n  \"format\": \"k3spec.graph.v1\",\n  \"name\": " ++ str name ++
@@ -184,7 +184,7 @@ open GraphJson in
 def Model.toJson (name : String) (m : Model Float) : String :=
   let np := sigLength m.params
   let ni := sigLength m.inputs
-  let ids := appendIds (sigIds m.params 0) (sigIds m.inputs np)
+  let ids := sigIds m.params 0 (sigIds m.inputs np #[])
   let r := argsNodes m.body ids { next := np + ni, nodes := "" }
   "{\n  \"format\": \"k3spec.graph.v1\",\n  \"name\": " ++ str name ++
     ",\n  \"params\": [" ++ joinComma (sigEntries m.params 0) ++

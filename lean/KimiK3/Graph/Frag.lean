@@ -107,10 +107,30 @@ theorem respects_toRenaming [Scalar α] (env : Env α Γ) {ss : List Shape} (vs 
     Renaming.Respects vs.toRenaming (vs.eval env) env :=
   fun w => get_toRenaming env vs w
 
+/-- `selfFrom` one position further into a context with one more entry in front is the list
+one position in, every variable lifted over that entry. -/
+theorem selfFrom_succ (t : Shape) (Δ : List Shape) : (Γ : List Shape) → (k : Nat) →
+    (h : ∀ i, Shape.entryAt Γ i = Shape.entryAt (t :: Δ) (k + 1 + i)) →
+    (h' : ∀ i, Shape.entryAt Γ i = Shape.entryAt Δ (k + i)) →
+    selfFrom (t :: Δ) Γ (k + 1) h = (selfFrom Δ Γ k h').map (fun v => .there v)
+  | [], _, _, _ => rfl
+  | _ :: Γ, k, _, _ => by
+    simp only [selfFrom, map]
+    congr 1
+    exact selfFrom_succ t Δ Γ (k + 1) _ _
+
+/-- `self` by recursion on the context: the front entry, then the rest's variables lifted. -/
+theorem self_cons (s : Shape) (Γ : List Shape) :
+    self (s :: Γ) = .cons .here ((self Γ).map (fun v => .there v)) := by
+  simp only [self, selfFrom]
+  congr 1
+  exact selfFrom_succ s Γ Γ 0 _ _
+
 theorem eval_self : {Γ : List Shape} → (env : Env α Γ) → (self Γ).eval env = env
   | _, .nil => rfl
   | _, .cons x env => by
-    simp only [self, eval_cons]
+    rw [self_cons]
+    simp only [eval_cons]
     rw [eval_map (ρ := fun v => .there v) (env := env) (env' := .cons x env) (fun _ => rfl), eval_self env]
     rfl
 
