@@ -47,8 +47,10 @@ def arrayOfFn (n : Nat) (f : Nat → β) : Array β := pushRange f n 0 #[]
 theorem size_arrayOfFn (n : Nat) (f : Nat → β) : (arrayOfFn n f).size = n := by
   simp [arrayOfFn, size_pushRange]
 
-/-- The entry `k` of an array, `d` past its end. -/
-def arrayGetD (a : Array β) (k : Nat) (d : β) : β := if h : k < a.size then a[k] else d
+/-- The entry `k` of an array, `d` past its end. `@[macro_inline]`: the default is evaluated
+only past the end, so a default such as `zeros n` costs nothing inside a loop (evaluated
+eagerly it was the vision encoder's and MLA's largest cost, docs/benchmarks-lean.md). -/
+@[macro_inline] def arrayGetD (a : Array β) (k : Nat) (d : β) : β := if h : k < a.size then a[k] else d
 
 /-! ## Array-backed tensors -/
 
