@@ -195,7 +195,10 @@ class Checker:
         self.work = work
         self.quiet = quiet
         self.use_workers = tc.kind == "offline" and not plain
-        self._idle: queue.SimpleQueue[LeanWorker] = queue.SimpleQueue()
+        # Last in, first out: a module goes to the worker that finished most recently, so a chain
+        # of modules built one after the other (an incremental rebuild) starts one worker, not one
+        # per module (each start costs a Lean start-up and the worker's own elaboration).
+        self._idle: queue.LifoQueue[LeanWorker] = queue.LifoQueue()
         self._all: list[LeanWorker] = []
         if self.use_workers:
             for i in range(max(1, jobs)):

@@ -81,7 +81,9 @@ def _rss_mb(pid: int, field: str) -> float:
 class LeanLoop:
     """One long-lived offline Lean process running a loop program (`Worker.lean`,
     `EvalServer.lean`) that answers job files in its folder; started on its first job, replaced
-    after `max_jobs` jobs or `K3SPEC_WORKER_RECYCLE_MB` of resident memory."""
+    after `max_jobs` jobs or `K3SPEC_WORKER_RECYCLE_MB` of resident memory, and before a job when
+    it has ended by itself (after 10 idle minutes). One that dies during a job raises
+    `WorkerDied`: the caller gives that job to a plain process."""
 
     #: The Lean program the process elaborates; its `#eval` is the job loop.
     program: Path
@@ -160,6 +162,10 @@ class LeanLoop:
         answer: the words of `done-<n>`, its filtered stdout, its stderr and the process's peak
         resident memory; then replace the process if it has grown too large or done enough."""
         with leanrun.lean_slot():
+            if self._proc is not None and self._proc.poll() is not None:
+                # It ended before this job was sent (a loop ends itself after 10 idle minutes):
+                # nothing of this job is lost, so a fresh process takes it.
+                self._proc = None
             if self._proc is None:
                 self._spawn()
             self._wait_for(self.folder / "ready", "start")

@@ -86,18 +86,33 @@ def test_files_with_another_prefix_or_none_reuse_only_the_imports(server) -> Non
         assert served(server, name, source) == plain(name, source)
 
 
-def test_a_server_that_dies_leaves_the_file_to_a_plain_process(server, monkeypatch) -> None:
-    """`codegen.bundle.run_lean` through this module's server (its prefix saved): killed, the file
-    goes to a plain process; the next file starts a fresh server."""
+def test_a_server_that_dies_leaves_the_file_to_a_plain_process(server, monkeypatch, capsys) -> None:
+    """`codegen.bundle.run_lean` through this module's server (its prefix saved): killed during a
+    file, the file goes to a plain process, and the next file starts a fresh server; ended between
+    two files (a server ends itself after 10 idle minutes), it is replaced before the next file
+    without a word, and nothing goes to a plain process."""
     monkeypatch.setenv("K3SPEC_EVAL_SERVER", "1")
     monkeypatch.setitem(evalserver._servers, toolchain.find().identity, server)
     source = PREFIX + BODIES["Passing"]
     first = [m.text for m in run_lean(source, "First")]
-    assert server._proc is not None
-    os.kill(server._proc.pid, signal.SIGKILL)
-    server._proc.wait()
+    real_write = server._write
+
+    def kill_then_write(name: str, text: str) -> None:
+        if name.startswith("job-"):
+            os.kill(server._proc.pid, signal.SIGKILL)
+            server._proc.wait()
+        real_write(name, text)
+
+    monkeypatch.setattr(server, "_write", kill_then_write)
     assert [m.text for m in run_lean(source, "Second")] == first
+    assert "running it in a plain Lean process" in capsys.readouterr().err
+    monkeypatch.setattr(server, "_write", real_write)
     started = server.started
     with pytest.raises(EvaluationError, match="undefinedHere"):
         run_lean(PREFIX + BODIES["Failing"], "Third")
     assert server.started == started + 1
+    os.kill(server._proc.pid, signal.SIGKILL)
+    server._proc.wait()
+    assert [m.text for m in run_lean("#eval (3 : Nat) * 2\n", "Fourth")] == ["6"]
+    assert server.started == started + 2
+    assert "plain Lean process" not in capsys.readouterr().err
