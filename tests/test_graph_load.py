@@ -4,12 +4,14 @@ import json
 import struct
 from pathlib import Path
 
+import jsonschema
 import pytest
 from helpers import GRAPH_FILES, GRAPHS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pybridge.errors import GraphError, K3Error
+from pybridge.graph import load
 from pybridge.graph.load import binding_keys, load_graph
 
 EXPERT = GRAPHS / "channel_expert_tiny.json"
@@ -168,6 +170,19 @@ def test_mutations_never_crash(tmp_path: Path, data: st.DataObject) -> None:
                   if f"nodes[{i}]" in msg and isinstance(n, dict) and "id" in n and "op" in n]
         for i in blamed:  # a node the message blames is named by id and op
             assert f"node id {doc['nodes'][i]['id']!r}".replace("'", "") in msg.replace("'", ""), msg
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_both_schema_validators_agree_on_mutated_documents(data: st.DataObject) -> None:
+    """The loader lets jsonschema-rs decide and jsonschema explain (`load._validators`): on any
+    mutation of a committed graph they accept and reject the same documents."""
+    fast, explain = load._validators()
+    doc = json.loads(data.draw(st.sampled_from(GRAPH_FILES)).read_text())
+    path = data.draw(st.sampled_from(_paths(doc)))
+    how = data.draw(st.sampled_from(["drop", "replace"]) if path else st.just("replace"))
+    doc = _mutate(doc, path, how, data.draw(_JUNK))
+    assert fast.is_valid(doc) == (jsonschema.exceptions.best_match(explain.iter_errors(doc)) is None)
 
 
 def test_unknown_op_before_schema_names_node(tmp_path: Path) -> None:
