@@ -6,7 +6,8 @@ public import KimiK3.Graph.Kernel
 # Graph fragments: what they mean (theorems)
 
 The fragment builders are in `Kernel.lean`; here their meaning: `Renaming.Respects` and
-`Term.eval_rename` (a renamed term means the term), `VarList.eval` with its lemmas (`eval_self`,
+`Term.eval_rename` (a renamed term means the term), `VarList.self_cons` (`self` by recursion on
+the context), `VarList.eval` with its lemmas (`eval_self`,
 `eval_split`, `eval_splitSig`, `get_ofRep`, `eval_ofFnRep`, `eval_appendSig`, `eval_unprefix`),
 the environments of signature blocks (`Env.split`, `Env.appendSig`, `Env.splitSig`,
 `Env.ofRep`, `Env.toPrefix`; proof-only), `Lets.get_liftVar` (a lifted variable keeps its
