@@ -754,9 +754,11 @@ def attendPacked {n d : Nat} (eps : α) (query : Arr α [d]) (values : Arr α [n
   let weights := Arr.softmax scores
   Arr.vec d (fun k => sumTo n (fun i => weights.get i * values.get (i * d + k)))
 
-/-- The sources packed as rows (as `AttnRes.pack`). -/
+/-- The sources packed as rows (as `AttnRes.pack`). The default row is built once, not at every
+entry (`listGet` evaluates its default eagerly, the cost `arrayGetD` avoids by `macro_inline`). -/
 def pack {d : Nat} (sources : List (Arr α [d])) : Arr α [listLen sources, d] :=
-  Arr.mat (listLen sources) d (fun i k => (listGet (zeros d) sources i).get k)
+  let z := zeros d
+  Arr.mat (listLen sources) d (fun i k => (listGet z sources i).get k)
 
 /-- Depth attention over a list of sources (as `AttnRes.attendList`). -/
 def attendList {d : Nat} (eps : α) (query : Arr α [d]) (sources : List (Arr α [d])) : Arr α [d] :=
