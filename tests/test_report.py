@@ -286,7 +286,9 @@ def test_audit_flags_an_axiom_and_sorry_by_name(tc, tmp_path: Path) -> None:
                                  "-i", str(out / "K3AuditFixture" / "Bad.ilean"), "K3AuditFixture/Bad.lean"],
                             cwd=src / "src")
         assert (out / "K3AuditFixture" / "Bad.olean").is_file(), built.stdout + built.stderr
-        result = audit.run_audit(tc, out, {"K3AuditFixture.Bad": Path("fixtures/report/lean/K3AuditFixture/Bad.lean")})
+        # every constant's memoized axiom set is also compared with Lean's collector run from it alone
+        result = audit.run_audit(tc, out, {"K3AuditFixture.Bad": Path("fixtures/report/lean/K3AuditFixture/Bad.lean")},
+                                 check_every=1)
     finally:
         shutil.rmtree(src, ignore_errors=True)
     decls = result.declarations
@@ -296,6 +298,9 @@ def test_audit_flags_an_axiom_and_sorry_by_name(tc, tmp_path: Path) -> None:
     assert "K3AuditFixture.uses_sorry" not in decls
     constants = {c["constant"]: c for c in result.constants}
     assert constants["K3AuditFixture.uses_sorry"]["axioms"] == ["sorryAx"]
+    # through the constructor's type (Lean's collector enters an inductive's constructors)
+    assert constants["K3AuditFixture.Tree.size"]["axioms"] == ["K3AuditFixture.bad"]
+    assert constants["K3AuditFixture.Tree.node"]["axioms"] == ["K3AuditFixture.bad"]
     assert decls["K3AuditFixture.clean"].axioms == []
     assert decls["K3AuditFixture.clean"].kind == "theorem"
     assert decls["K3AuditFixture.bad"].kind == "axiom"
@@ -330,6 +335,14 @@ def test_audit_of_the_real_library(tc, library_build, tmp_path: Path) -> None:
     kda = next(r for r in status["rows"] if r["id"] == "kda-head")
     assert kda["cells"]["denotation"]["status"] == "proved"
     assert page.is_file()
+
+
+def test_a_mismatch_with_leans_collector_fails_the_audit_by_name() -> None:
+    lines = ['{"constant":"K3.a","module":"K3","kind":"theorem","axioms":[],"core_count":0,"hidden":[]}',
+             '{"mismatch":"K3.a"}', '{"done":true,"eval_ms":5}']
+    with pytest.raises(audit.AuditError, match=r"K3\.a differs from Lean's `CollectAxioms.collect`"):
+        audit.parse_output(lines)
+    assert audit.parse_output([lines[0], lines[2]])[1][0]["constant"] == "K3.a"
 
 
 def test_audit_library_reads_back_an_audit_of_the_same_sources(monkeypatch, tmp_path: Path) -> None:
