@@ -7,8 +7,9 @@ public import KimiK3.Core.Sum
 
 `finCount n p = #{i : Fin n | p i}` by structural recursion (last index last, like `finSum`),
 so it is computable and `decide`-able, with its link to sums of indicators
-(`natCast_finCount`) and the monotonicity/congruence facts the channel mixers use. General;
-could move to Core.
+(`natCast_finCount`) and the monotonicity/congruence facts the channel mixers use; and `natSum`,
+the `Nat` sum over `Fin n` that Quantile Balancing's pooled histograms and MoonEP's counts share.
+General; could move to Core.
 -/
 
 @[expose] public section
@@ -233,5 +234,87 @@ theorem fin_surjective_of_injective : (n : Nat) → (f : Fin n → Fin n) →
     obtain ⟨x, hx⟩ := fixLast (fun x => sw (f x)) (by simp [sw])
       (fun a b e => hf a b (by have := congrArg sw e; rwa [swsw, swsw] at this)) (sw y)
     exact ⟨x, by have := congrArg sw hx; rwa [swsw, swsw] at this⟩
+
+/-! ## Sums of natural numbers over `Fin n`
+
+Shared by the histogram pooling of Quantile Balancing (`QuantileHistogram.lean`) and MoonEP's
+counts (`MoonEP.lean`). -/
+
+/-- `Σ_{i < n} f i` over `Nat`, last index last (like `finCount` and `finSum`; computable, so
+the MoonEP checker and the histogram `#eval`s run it). Pooled histograms (report App. D) and the
+MoonEP loads and receive counts (report §5.2.1) are such sums. -/
+def natSum : (n : Nat) → (Fin n → Nat) → Nat
+  | 0, _ => 0
+  | n + 1, f => natSum n (fun i => f i.castSucc) + f (Fin.last n)
+
+/-- Splitting off the last index. -/
+theorem natSum_succ (n : Nat) (f : Fin (n + 1) → Nat) :
+    natSum (n + 1) f = natSum n (fun i => f i.castSucc) + f (Fin.last n) := rfl
+
+/-- Sums are determined by their terms. -/
+theorem natSum_congr {n : Nat} {f g : Fin n → Nat} (h : ∀ i, f i = g i) : natSum n f = natSum n g := by
+  rw [funext h]
+
+/-- The sum of termwise sums is the sum of the two sums. -/
+theorem natSum_add (n : Nat) (f g : Fin n → Nat) :
+    natSum n (fun i => f i + g i) = natSum n f + natSum n g := by
+  induction n with
+  | zero => rfl
+  | succ n ih => rw [natSum_succ, natSum_succ, natSum_succ, ih]; omega
+
+/-- A sum of zeros is zero. -/
+theorem natSum_zero (n : Nat) : natSum n (fun _ => 0) = 0 := by
+  induction n with
+  | zero => rfl
+  | succ n ih => show natSum n (fun _ => 0) + 0 = 0; rw [ih]
+
+/-- A sum of `n` copies of `c` is `n * c`. -/
+theorem natSum_const (n c : Nat) : natSum n (fun _ => c) = n * c := by
+  induction n with
+  | zero => simp [natSum]
+  | succ n ih => rw [natSum_succ, ih, Nat.succ_mul]
+
+/-- Sums over two indices may be swapped. -/
+theorem natSum_comm (m n : Nat) (f : Fin m → Fin n → Nat) :
+    natSum m (fun a => natSum n (f a)) = natSum n (fun b => natSum m (fun a => f a b)) := by
+  induction m with
+  | zero => simp only [natSum, natSum_const, Nat.mul_zero]
+  | succ m ih =>
+    rw [natSum_succ, ih (fun a => f a.castSucc)]
+    simp only [natSum_succ]
+    rw [natSum_add]
+
+/-- A term is at most the sum. -/
+theorem le_natSum {n : Nat} (f : Fin n → Nat) (i : Fin n) : f i ≤ natSum n f := by
+  induction n with
+  | zero => exact i.elim0
+  | succ n ih =>
+    rw [natSum_succ]
+    cases i using Fin.lastCases with
+    | last => omega
+    | cast j => have := ih (fun i => f i.castSucc) j; simp only at this; omega
+
+/-- The sum of an indicator: `Σ_r [s = r]·c = c`. -/
+theorem natSum_indicator {n : Nat} (s : Fin n) (c : Nat) :
+    natSum n (fun r => if s = r then c else 0) = c := by
+  induction n with
+  | zero => exact s.elim0
+  | succ n ih =>
+    show natSum n (fun r => if s = r.castSucc then c else 0) + (if s = Fin.last n then c else 0) = c
+    revert s
+    refine Fin.lastCases ?_ (fun j => ?_)
+    · have : ∀ r : Fin n, (if Fin.last n = r.castSucc then c else 0) = 0 := fun r => by
+        split
+        · rename_i h; have := congrArg Fin.val h; have := r.isLt; simp at *; omega
+        · rfl
+      rw [show (fun r : Fin n => if Fin.last n = r.castSucc then c else 0) = fun _ => 0 from funext this,
+        natSum_zero]; simp
+    · have : ∀ r : Fin n, (if j.castSucc = r.castSucc then c else 0) = (if j = r then c else 0) :=
+        fun r => by simp [Fin.castSucc_inj]
+      rw [show (fun r : Fin n => if j.castSucc = r.castSucc then c else 0) =
+        fun r => if j = r then c else 0 from funext this, ih]
+      split
+      · rename_i h; have := congrArg Fin.val h; have := j.isLt; simp at *; omega
+      · rfl
 
 end KimiK3

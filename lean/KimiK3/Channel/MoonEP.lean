@@ -27,7 +27,7 @@ Proved (over `Nat`):
   meets both bounds (`checkPlan_redundantCount_le`, `checkPlan_ceilDiv_le_hosts`).
 
 The planner itself (`pybridge/moonep.py`) is not verified; its plans are checked by `checkPlan`
-(`tests/test_moonep_lean.py`).
+(`tests/test_parallel_lean.py`, with `tests/lean/ParallelChecks.lean`).
 -/
 
 @[expose] public section
@@ -35,11 +35,6 @@ The planner itself (`pybridge/moonep.py`) is not verified; its plans are checked
 namespace KimiK3
 
 namespace MoonEP
-
-/-- `Σ_{i < n} f i` over `Nat` (last index last, like `finCount`; computable). -/
-def natSum : (n : Nat) → (Fin n → Nat) → Nat
-  | 0, _ => 0
-  | n + 1, f => natSum n (fun i => f ⟨i.val, by omega⟩) + f ⟨n, by omega⟩
 
 /-- `⌈a / b⌉` over `Nat` (k3-spec §2.15, the pigeonhole bound). -/
 def ceilDiv (a b : Nat) : Nat := (a + b - 1) / b
@@ -99,43 +94,6 @@ def homeOnly (perRank : Nat) (counts : Fin R → Fin E → Nat) : Plan R E :=
   ⟨fun a r e => if blockHome perRank e = r.val then counts a e else 0, fun r => r.val⟩
 
 /-! ## Sums and ceilings -/
-
-theorem natSum_succ (n : Nat) (f : Fin (n + 1) → Nat) :
-    natSum (n + 1) f = natSum n (fun i => f i.castSucc) + f (Fin.last n) := rfl
-
-theorem natSum_congr {n : Nat} {f g : Fin n → Nat} (h : ∀ i, f i = g i) : natSum n f = natSum n g := by
-  rw [funext h]
-
-theorem natSum_add (n : Nat) (f g : Fin n → Nat) :
-    natSum n (fun i => f i + g i) = natSum n f + natSum n g := by
-  induction n with
-  | zero => rfl
-  | succ n ih => rw [natSum_succ, natSum_succ, natSum_succ, ih]; omega
-
-theorem natSum_const (n c : Nat) : natSum n (fun _ => c) = n * c := by
-  induction n with
-  | zero => simp [natSum]
-  | succ n ih => rw [natSum_succ, ih, Nat.succ_mul]
-
-/-- Sums over two indices may be swapped. -/
-theorem natSum_comm (m n : Nat) (f : Fin m → Fin n → Nat) :
-    natSum m (fun a => natSum n (f a)) = natSum n (fun b => natSum m (fun a => f a b)) := by
-  induction m with
-  | zero => simp only [natSum, natSum_const, Nat.mul_zero]
-  | succ m ih =>
-    rw [natSum_succ, ih (fun a => f a.castSucc)]
-    simp only [natSum_succ]
-    rw [natSum_add]
-
-/-- A term is at most the sum. -/
-theorem le_natSum {n : Nat} (f : Fin n → Nat) (i : Fin n) : f i ≤ natSum n f := by
-  induction n with
-  | zero => exact i.elim0
-  | succ n ih =>
-    rw [natSum_succ]
-    cases i using Fin.lastCases with
-    | last => omega
-    | cast j => have := ih (fun i => f i.castSucc) j; simp only at this; omega
 
 /-- Terms bounded by `c` sum to at most `c` times the number of nonzero terms. -/
 theorem natSum_le_mul_finCount {n c : Nat} (f : Fin n → Nat) (h : ∀ i, f i ≤ c) :

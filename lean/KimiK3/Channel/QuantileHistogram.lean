@@ -70,11 +70,6 @@ def shardHistogram [Scalar α] (cfg : HistogramConfig α) {n R : Nat} (values : 
     (shard : Fin n → Fin R) (r : Fin R) (b : Nat) : Nat :=
   finCount n (fun i => decide (shard i = r) && cfg.inBin b (values i))
 
-/-- A sum of natural numbers over `Fin R`, last term last (as `finSum`). -/
-def natSum : (R : Nat) → (Fin R → Nat) → Nat
-  | 0, _ => 0
-  | R + 1, f => natSum R (fun r => f r.castSucc) + f (Fin.last R)
-
 /-- Pooling histograms across shards: bin by bin, their sum (report App. D: "counts are
 additive"). -/
 def pool {R : Nat} (hists : Fin R → Nat → Nat) (b : Nat) : Nat := natSum R (fun r => hists r b)
@@ -94,43 +89,6 @@ def prefixCount (h : Nat → Nat) : Nat → Nat
   finCount n (fun i => decide (values i ≤ β))
 
 /-! ## Counting facts -/
-
-theorem natSum_add (R : Nat) (f g : Fin R → Nat) :
-    natSum R (fun r => f r + g r) = natSum R f + natSum R g := by
-  induction R with
-  | zero => rfl
-  | succ R ih =>
-    show natSum R (fun r => f r.castSucc + g r.castSucc) + (f (Fin.last R) + g (Fin.last R)) =
-      (natSum R (fun r => f r.castSucc) + f (Fin.last R)) +
-        (natSum R (fun r => g r.castSucc) + g (Fin.last R))
-    rw [ih]; omega
-
-theorem natSum_zero (R : Nat) : natSum R (fun _ => 0) = 0 := by
-  induction R with
-  | zero => rfl
-  | succ R ih => show natSum R (fun _ => 0) + 0 = 0; rw [ih]
-
-theorem natSum_indicator {R : Nat} (s : Fin R) (c : Nat) :
-    natSum R (fun r => if s = r then c else 0) = c := by
-  induction R with
-  | zero => exact s.elim0
-  | succ R ih =>
-    show natSum R (fun r => if s = r.castSucc then c else 0) + (if s = Fin.last R then c else 0) = c
-    revert s
-    refine Fin.lastCases ?_ (fun j => ?_)
-    · have : ∀ r : Fin R, (if Fin.last R = r.castSucc then c else 0) = 0 := fun r => by
-        split
-        · rename_i h; have := congrArg Fin.val h; have := r.isLt; simp at *; omega
-        · rfl
-      rw [show (fun r : Fin R => if Fin.last R = r.castSucc then c else 0) = fun _ => 0 from funext this,
-        natSum_zero]; simp
-    · have : ∀ r : Fin R, (if j.castSucc = r.castSucc then c else 0) = (if j = r then c else 0) :=
-        fun r => by simp [Fin.castSucc_inj]
-      rw [show (fun r : Fin R => if j.castSucc = r.castSucc then c else 0) =
-        fun r => if j = r then c else 0 from funext this, ih]
-      split
-      · rename_i h; have := congrArg Fin.val h; have := j.isLt; simp at *; omega
-      · rfl
 
 /-- Counts of disjoint tests add. -/
 theorem finCount_add_of_disjoint {n : Nat} {p q : Fin n → Bool}
