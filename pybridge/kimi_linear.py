@@ -93,31 +93,29 @@ class KimiLinearMLA(GatedMLA):
 
 
 class SwiGLUMLP(nn.Module):
-    """Dense MLP and merged shared experts: down_proj(silu(gate_proj x) * up_proj x)."""
+    """Dense MLP and merged shared experts: down_proj(silu(gate_proj x) * up_proj x).
+
+    `NAMES` are the hub's names of the gate, up and down projections (the state dict's keys)."""
+
+    NAMES = ("gate_proj", "up_proj", "down_proj")
 
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
+        gate, up, down = self.NAMES
+        setattr(self, gate, nn.Linear(dim, hidden, bias=False))
+        setattr(self, up, nn.Linear(dim, hidden, bias=False))
+        setattr(self, down, nn.Linear(hidden, dim, bias=False))
 
     def forward(self, x_nd: torch.Tensor) -> torch.Tensor:
         x = x_nd.to(compute_dtype(x_nd.dtype))
-        return lin(self.down_proj, swiglu(lin(self.gate_proj, x), lin(self.up_proj, x))).to(x_nd.dtype)
+        gate, up, down = (getattr(self, name) for name in self.NAMES)
+        return lin(down, swiglu(lin(gate, x), lin(up, x))).to(x_nd.dtype)
 
 
-class SwiGLUExpert(nn.Module):
+class SwiGLUExpert(SwiGLUMLP):
     """Routed expert at model width: w2(silu(w1 x) * w3 x) (hub `experts.{e}.w1/w2/w3`)."""
 
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, dim, bias=False)
-        self.w3 = nn.Linear(dim, hidden, bias=False)
-
-    def forward(self, x_nd: torch.Tensor) -> torch.Tensor:
-        x = x_nd.to(compute_dtype(x_nd.dtype))
-        return lin(self.w2, swiglu(lin(self.w1, x), lin(self.w3, x))).to(x_nd.dtype)
+    NAMES = ("w1", "w3", "w2")
 
 
 class RoutedScalingGate(nn.Module):
