@@ -71,4 +71,8 @@ theorem le_log_of_exp_le {x c : α} (h : Scalar.exp c ≤ x) : c ≤ Scalar.log 
 theorem log_nonneg_of_one_le {x : α} (h : 1 ≤ x) : 0 ≤ Scalar.log x := by
   have := log_le_log (zero_lt_one' (α := α)) h; rwa [log_one_eq_zero] at this
 
+/-- `log x ≤ 0` when `0 < x ≤ 1`. -/
+theorem log_nonpos_of_le_one {x : α} (hx : 0 < x) (h : x ≤ 1) : Scalar.log x ≤ 0 := by
+  have := log_le_log hx h; rwa [log_one_eq_zero] at this
+
 end KimiK3

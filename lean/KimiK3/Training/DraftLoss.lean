@@ -1,5 +1,6 @@
 module
 
+public import KimiK3.Core.LogFacts
 public import KimiK3.Training.Draft
 public import KimiK3.Training.Speculative
 
@@ -144,13 +145,6 @@ section Laws
 
 variable [ScalarLaws α] {n : Nat}
 
-/-- `log x ≤ 0` for `0 < x ≤ 1`. -/
-theorem log_nonpos {x : α} (h0 : 0 < x) (h1 : x ≤ 1) : Scalar.log x ≤ 0 := by
-  rcases lt_or_le' 0 (Scalar.log x) with h | h
-  · have := ScalarLaws.exp_lt_exp h
-    rw [ScalarLaws.exp_zero, ScalarLaws.exp_log h0] at this; grind
-  · exact h
-
 /-- **The loss is nonnegative**: for distributions the overlap is at most one. -/
 theorem likelihoodLoss_nonneg {p q : Fin n → α} (hp : IsDistribution p)
     (h : 0 < acceptanceRate p q) :
@@ -158,7 +152,7 @@ theorem likelihoodLoss_nonneg {p q : Fin n → α} (hp : IsDistribution p)
   refine ⟨_, likelihoodLoss_of_pos h, ?_⟩
   have h1 : acceptanceRate p q ≤ 1 := by
     have := residualMass_nonneg q hp.sum_eq_one; unfold residualMass at this; grind
-  have := log_nonpos h h1; grind
+  have := log_nonpos_of_le_one h h1; grind
 
 end Laws
 

@@ -1,5 +1,6 @@
 module
 
+public import KimiK3.Core.LogFacts
 public import KimiK3.Core.Softmax
 public import KimiK3.Microscaling.SoftmaxSensitivity
 
@@ -80,33 +81,6 @@ section Laws
 
 variable [ScalarLaws α]
 
-/-- `0 ≤ log x` for `1 ≤ x`. -/
-theorem log_nonneg' {x : α} (hx : 1 ≤ x) : 0 ≤ Scalar.log x := by
-  rcases lt_or_le' (Scalar.log x) 0 with h | h
-  · have := ScalarLaws.exp_lt_exp h
-    have h0 := zero_lt_one' (α := α)
-    rw [ScalarLaws.exp_zero, ScalarLaws.exp_log (by grind)] at this; grind
-  · exact h
-
-/-- `log (x y) = log x + log y` for positive `x`, `y`. -/
-theorem log_mul' {x y : α} (hx : 0 < x) (hy : 0 < y) :
-    Scalar.log (x * y) = Scalar.log x + Scalar.log y := by
-  have h := ScalarLaws.exp_add (Scalar.log x) (Scalar.log y)
-  rw [ScalarLaws.exp_log hx, ScalarLaws.exp_log hy] at h
-  rw [← h, ScalarLaws.log_exp]
-
-/-- `log (x / y) = log x − log y` for positive `x`, `y`. -/
-theorem log_div' {x y : α} (hx : 0 < x) (hy : 0 < y) :
-    Scalar.log (x / y) = Scalar.log x - Scalar.log y := by
-  have h := ScalarLaws.exp_add (Scalar.log x - Scalar.log y) (Scalar.log y)
-  have e : Scalar.log x - Scalar.log y + Scalar.log y = Scalar.log x := by grind
-  rw [e, ScalarLaws.exp_log hx, ScalarLaws.exp_log hy] at h
-  have hne : y ≠ 0 := by grind
-  have key : ∀ E : α, x = E * y → x / y = E := fun E hE => by
-    rw [hE, Lean.Grind.Field.div_eq_mul_inv]
-    have := Lean.Grind.Field.mul_inv_cancel hne; grind
-  rw [key _ h, ScalarLaws.log_exp]
-
 /-- The exponential sum of a vector with an entry is positive. -/
 theorem finSum_exp_pos {V : Nat} (z : Tensor α [V]) (y : Fin V) :
     0 < finSum V (fun k => Scalar.exp (z k)) :=
@@ -117,7 +91,7 @@ theorem finSum_exp_pos {V : Nat} (z : Tensor α [V]) (y : Fin V) :
 theorem tokenLoss_eq {V : Nat} (z : Tensor α [V]) (y : Fin V) :
     tokenLoss z y = Scalar.log (finSum V (fun k => Scalar.exp (z k))) - z y := by
   unfold tokenLoss
-  rw [Rounding.softmaxVec_eq_exp_div, log_div' (ScalarLaws.exp_pos _) (finSum_exp_pos z y),
+  rw [Rounding.softmaxVec_eq_exp_div, log_div_of_pos (ScalarLaws.exp_pos _) (finSum_exp_pos z y),
     ScalarLaws.log_exp]
   grind
 
@@ -146,7 +120,7 @@ theorem tokenLoss_add_eq {V : Nat} (z h : Tensor α [V]) (y : Fin V) :
     have e2 : ∀ v, (softmaxVec z v - (if v = y then 1 else 0)) * h v =
         softmaxVec z v * h v - (if v = y then 1 else 0) * h v := fun v => by grind
     rw [finSum_congr e2, finSum_sub, finSum_delta_mul]
-  rw [tokenLoss_eq, tokenLoss_eq, hsplit, log_mul' hS hA, hlin]
+  rw [tokenLoss_eq, tokenLoss_eq, hsplit, log_mul_of_pos hS hA, hlin]
   unfold tokenRemainder
   grind
 
@@ -254,13 +228,13 @@ theorem tokenRemainder_mem {V : Nat} (z h : Tensor α [V + 1])
     rw [finSum_congr e, finSum_mul_right]
   have hR : Scalar.log (finSum (V + 1) (fun k => softmaxVec z k * Scalar.exp (h k))) - u =
       Scalar.log (finSum (V + 1) (fun k => softmaxVec z k * Scalar.exp (h k - u))) := by
-    rw [hX, log_mul' hA (ScalarLaws.exp_pos _), ScalarLaws.log_exp]; grind
+    rw [hX, log_mul_of_pos hA (ScalarLaws.exp_pos _), ScalarLaws.log_exp]; grind
   have hX0 : 0 < finSum (V + 1) (fun k => softmaxVec z k * Scalar.exp (h k - u)) := by
     rw [hX]; exact mul_pos' hA (ScalarLaws.exp_pos _)
   obtain ⟨lo, hi⟩ := one_le_finSum_mul_exp (d := fun k => h k - u) hs h1 h0 hsmall
   rw [hR]
   have := log_le_sub_one hX0
-  exact ⟨log_nonneg' lo, by grind⟩
+  exact ⟨log_nonneg_of_one_le lo, by grind⟩
 
 /-- **The declared gradient is the derivative** (k3-spec §2.11): along `t h`, with
 `ū = Σ_k softmax(z)_k h_k` and `|t (h_k − ū)| ≤ 1`, the remainder of the first-order expansion
