@@ -38,11 +38,11 @@ from pybridge import adapter, moonvit
 
 Grid = tuple[int, int, int]
 
-#: measured Lean times of one bundle offline (`--lean-all`; wall time, slot wait included, on the
-#: shared 2-core machine while two other builds ran; the prefill's at a 1-min load average of 2.6–3.2)
-LEAN_NOTE_MERGE = "83.9 s a bundle offline (2 cases: one clip, three clips)"
-LEAN_NOTE_ENCODER = "234.8 s a bundle offline (2 cases: five clips of 200 tokens, one of 48)"
-LEAN_NOTE_PREFILL = "22.9 s a bundle offline (1 case: one 1-frame 2 × 4 clip, 5 prompt tokens)"
+#: measured Lean times of one bundle offline (`difftest run --component NAME --lean-all --no-cache
+#: --dtype float64`, the Lean leg's wall time, quiet 2-core machine, 2026-12-06)
+LEAN_NOTE_MERGE = "18.2 s a bundle offline (2 cases: one clip, three clips)"
+LEAN_NOTE_ENCODER = "39.9 s a bundle offline (2 cases: five clips of 200 tokens, one of 48)"
+LEAN_NOTE_PREFILL = "23.4 s a bundle offline (1 case: one 1-frame 2 × 4 clip, 5 prompt tokens)"
 #: `multimodal_prefill`'s kind with a Lean leg: one prompt row, one short clip
 LEAN_KIND = "short"
 
@@ -201,7 +201,7 @@ class VisionEmbedComponent(VisionComponent):
                "graph vision_embed_tiny; moonvit.PatchEmbed)")
     template = "vision_embed"
     lean_targets = ("KimiK3.Exec.Kernel", "KimiK3.Vision.Embed")
-    lean_note = "~55 s a bundle offline (2 cases: 53.7 s)"
+    lean_note = "20.0 s a bundle offline (2 cases)"
     kinds = {
         "random": "2 frames of 6 × 4 patches (the graph's grid): both table axes resampled, time term",
         "single": "1 frame: no time term (not the f = 0 row)",
@@ -302,7 +302,7 @@ class VisionBlockComponent(VisionComponent):
     #: 1-frame 2 × 2 clip in 340 s offline
     template = "vision_block"
     lean_targets = ("KimiK3.Exec.Kernel",)
-    lean_note = "~57 s a bundle offline (1 case of 48 tokens: 56.5 s; 3 cases: 60.0 s)"
+    lean_note = "20.7 s a bundle offline (2 cases: 48 and 24 tokens)"
     kinds = {
         "random": "2 frames of 6 × 4 patches",
         "single": "1 frame of 4 × 6",
