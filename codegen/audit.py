@@ -7,8 +7,9 @@ module, and prints one JSON object per line. The collection follows Lean's own c
 (`Lean.CollectAxioms.collect`, what `#print axioms` uses) step by step, memoized over the
 library's constants (Lean's collector re-walks each constant's whole dependency cone, ~50 s for
 the library); it calls Lean's collector for everything outside the library, and compares the two
-on a sample of constants (`CHECK_EVERY`), failing the audit on any difference. `#print axioms` itself refuses to run on the offline
-toolchain (it treats every file as a `module`), and a plain `import` hides proof bodies.
+on a sample of constants (`CHECK_EVERY`), failing the audit on any difference. `#print axioms`
+itself refuses to run on the offline toolchain (it treats every file as a `module`), and a plain
+`import` hides proof bodies.
 
 Lean core's theorems are opaque to the collector when the toolchain ships no `.olean.private` for
 them (the offline toolchain ships none): they are reported as `core` dependencies, trusted with the
