@@ -57,8 +57,20 @@ def test_changing_one_module_rebuilds_exactly_it_and_its_dependents(library_buil
     assert set(result.built) == expected
 
 
-def test_false_proof_fails_with_path_and_line(library_build, tmp_path) -> None:
-    root = copy_library(tmp_path / "lib")
+def _smoke_library(root: Path, top: str) -> Path:
+    """A library of the real `Smoke/Double.lean` and `Smoke/DoubleFacts.lean` (the second imports
+    the first), whose `KimiK3.lean` imports `KimiK3.Smoke.<top>`: small enough to build from an
+    empty store in a few seconds, off the session's full build."""
+    (root / SMOKE).mkdir(parents=True)
+    for name in ("lakefile.lean", "lean-toolchain", f"{SMOKE}/Double.lean", f"{SMOKE}/DoubleFacts.lean"):
+        shutil.copyfile(REPO / name, root / name)
+    (root / "lean" / "KimiK3.lean").write_text(f"module\n\npublic import KimiK3.Smoke.{top}\n")
+    return root
+
+
+@pytest.mark.builds
+def test_false_proof_fails_with_path_and_line(tmp_path) -> None:
+    root = _smoke_library(tmp_path / "lib", "Wrong")
     (root / SMOKE / "Wrong.lean").write_text(
         "module\n\n@[expose] public section\n\n/-- A false claim. -/\ntheorem wrong : 2 + 2 = 5 := by\n  decide\n"
     )
@@ -68,8 +80,9 @@ def test_false_proof_fails_with_path_and_line(library_build, tmp_path) -> None:
     assert "build FAILED" in proc.stdout
 
 
-def test_sorry_fails_in_lean_and_in_the_source_scan(library_build, tmp_path) -> None:
-    root = copy_library(tmp_path / "lib")
+@pytest.mark.builds
+def test_sorry_fails_in_lean_and_in_the_source_scan(tmp_path) -> None:
+    root = _smoke_library(tmp_path / "lib", "Gap")
     (root / SMOKE / "Gap.lean").write_text(
         "module\n\n@[expose] public section\n\n/-- An unproved claim. -/\ntheorem gap : 3 = 3 := by\n  sorry\n"
     )
@@ -101,8 +114,9 @@ def test_warning_fails_the_build_fresh_and_cached(tc, tmp_path) -> None:
     assert "0 built, 2 up to date" in proc.stdout  # the second run took both modules from the cache
 
 
-def test_broken_module_skips_its_dependents(library_build, tc, tmp_path) -> None:
-    root = copy_library(tmp_path / "lib")
+@pytest.mark.builds
+def test_broken_module_skips_its_dependents(tc, tmp_path) -> None:
+    root = _smoke_library(tmp_path / "lib", "DoubleFacts")
     path = root / SMOKE / "Double.lean"
     path.write_text(path.read_text().replace("unfold double; omega", "unfold double; rfl"))
     result = build.build(root, tc)
