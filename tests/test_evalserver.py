@@ -20,7 +20,7 @@ from k3spec import evalserver, leanrun, toolchain
 from k3spec.build import LEAN_OPTIONS
 from tests.helpers import REPO
 
-pytestmark = [pytest.mark.lean, pytest.mark.slow, pytest.mark.servers]
+pytestmark = [pytest.mark.lean, pytest.mark.slow]
 
 PREFIX = bundle(REPO, dependency_order(REPO, ("KimiK3.Core.ScalarFacts",)))  # 2 modules, 35 theorems
 #: Bodies after the same prefix: evaluation of bundled code, an `open` and an error, a definition.
