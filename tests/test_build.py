@@ -57,14 +57,24 @@ def test_changing_one_module_rebuilds_exactly_it_and_its_dependents(library_buil
     assert set(result.built) == expected
 
 
+def _bare_library(root: Path, *tops: str) -> Path:
+    """An empty library at `root`: the repository's lakefile and toolchain pin, `lean/KimiK3/Smoke/`,
+    and a `KimiK3.lean` that imports `KimiK3.Smoke.<top>` for each of `tops`."""
+    (root / SMOKE).mkdir(parents=True)
+    for name in ("lakefile.lean", "lean-toolchain"):
+        shutil.copyfile(REPO / name, root / name)
+    imports = "".join(f"public import KimiK3.Smoke.{top}\n" for top in tops)
+    (root / "lean" / "KimiK3.lean").write_text(f"module\n\n{imports}")
+    return root
+
+
 def _smoke_library(root: Path, top: str) -> Path:
     """A library of the real `Smoke/Double.lean` and `Smoke/DoubleFacts.lean` (the second imports
     the first), whose `KimiK3.lean` imports `KimiK3.Smoke.<top>`: small enough to build from an
     empty store in a few seconds, off the session's full build."""
-    (root / SMOKE).mkdir(parents=True)
-    for name in ("lakefile.lean", "lean-toolchain", f"{SMOKE}/Double.lean", f"{SMOKE}/DoubleFacts.lean"):
+    _bare_library(root, top)
+    for name in (f"{SMOKE}/Double.lean", f"{SMOKE}/DoubleFacts.lean"):
         shutil.copyfile(REPO / name, root / name)
-    (root / "lean" / "KimiK3.lean").write_text(f"module\n\npublic import KimiK3.Smoke.{top}\n")
     return root
 
 
@@ -96,11 +106,7 @@ def test_sorry_fails_in_lean_and_in_the_source_scan(tmp_path) -> None:
 @pytest.mark.builds
 def test_warning_fails_the_build_fresh_and_cached(tc, tmp_path) -> None:
     """A linter warning is a build failure, when the module is built and when it comes from the cache."""
-    root = tmp_path / "lib"
-    (root / SMOKE).mkdir(parents=True)
-    for name in ("lakefile.lean", "lean-toolchain"):
-        (root / name).write_text((REPO / name).read_text())
-    (root / "lean" / "KimiK3.lean").write_text("module\n\npublic import KimiK3.Smoke.Noisy\n")
+    root = _bare_library(tmp_path / "lib", "Noisy")
     (root / SMOKE / "Noisy.lean").write_text(
         "module\n\n@[expose] public section\n\n/-- A fact proved with an unused simp argument. -/\n"
         "theorem noisy (n : Nat) : n + 0 = n := by\n  simp [Nat.mul_comm]\n"
@@ -164,9 +170,7 @@ def test_transposed_index_in_the_array_matmul_breaks_its_equality_proof(library_
 def _small_library(root: Path) -> Path:
     """A three-module library: `Base` passes (with an `#eval` message), `Noisy` has a linter
     warning, `Wrong` fails in a proof; `KimiK3` imports all three."""
-    (root / SMOKE).mkdir(parents=True)
-    for name in ("lakefile.lean", "lean-toolchain"):
-        (root / name).write_text((REPO / name).read_text())
+    _bare_library(root, "Noisy", "Wrong")
     head = "module\n\n@[expose] public section\n\n"
     (root / SMOKE / "Base.lean").write_text(
         head + "/-- Twice `n`. -/\ndef twice (n : Nat) : Nat := n + n\n\n"
@@ -181,9 +185,6 @@ def _small_library(root: Path) -> Path:
     (root / SMOKE / "Wrong.lean").write_text(
         "module\n\npublic import KimiK3.Smoke.Base\n\n@[expose] public section\n\n"
         "/-- A false claim. -/\ntheorem broken : twice 2 = 5 := by\n  decide\n"
-    )
-    (root / "lean" / "KimiK3.lean").write_text(
-        "module\n\npublic import KimiK3.Smoke.Noisy\npublic import KimiK3.Smoke.Wrong\n"
     )
     return root
 
