@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from . import leanrun
-from .sources import FORBIDDEN, Module, SourceError, dependents, discover, forbidden_uses
+from .sources import FORBIDDEN, Module, SourceError, declares_initializers, dependents, discover, forbidden_uses
 from .toolchain import Toolchain, cache_root, check_visible
 from .worker import LeanWorker, WorkerDied
 
@@ -206,13 +206,14 @@ class Checker:
                 self._all.append(worker)
                 self._idle.put(worker)
 
-    def check(self, mod: Module, olean: Path, ilean: Path) -> leanrun.LeanResult:
-        """Check `mod`, writing its outputs to `olean`, `ilean` and their siblings."""
+    def check(self, mod: Module, olean: Path, ilean: Path, full_import: bool) -> leanrun.LeanResult:
+        """Check `mod`, writing its outputs to `olean`, `ilean` and their siblings (`full_import`:
+        a module it imports declares `initialize`, see `LeanWorker.check`)."""
         if not self.use_workers:
             return _plain_check(self.tc, mod, self.work, olean, ilean)
         worker = self._idle.get()
         try:
-            return worker.check(mod.name, mod.path, olean, ilean)
+            return worker.check(mod.name, mod.path, olean, ilean, full_import)
         except WorkerDied as err:
             _say(f"[build] {err}; checking {mod.name} with a plain Lean process", self.quiet)
             return _plain_check(self.tc, mod, self.work, olean, ilean)
@@ -230,7 +231,7 @@ class Checker:
         return sum(w.started for w in self._all)
 
 
-def _build_one(checker: Checker, mod: Module, key: str, work: Path, store: Path) -> tuple[list[Diagnostic], bool, float, float]:
+def _build_one(checker: Checker, mod: Module, key: str, work: Path, store: Path, full_import: bool) -> tuple[list[Diagnostic], bool, float, float]:
     staged_src = work / "src" / mod.path
     staged_src.parent.mkdir(parents=True, exist_ok=True)
     staged_src.write_text(mod.text, encoding="utf-8")
@@ -239,7 +240,7 @@ def _build_one(checker: Checker, mod: Module, key: str, work: Path, store: Path)
     rel = _olean_rel(mod.name)
     (tmp / rel.parent).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    result = checker.check(mod, tmp / rel.parent / (rel.name + ".olean"), tmp / rel.parent / (rel.name + ".ilean"))
+    result = checker.check(mod, tmp / rel.parent / (rel.name + ".olean"), tmp / rel.parent / (rel.name + ".ilean"), full_import)
     seconds = time.monotonic() - start
     diags = _parse_diagnostics(result, mod)
     ok = result.returncode == 0 and not any(d.severity == "error" for d in diags)
@@ -312,6 +313,8 @@ def _build_locked(
     t0: float,
 ) -> BuildResult:
     users = dependents(modules)
+    # the modules that import one with `initialize` commands: Lean's own import for them
+    full_import = {user for mod in modules.values() if declares_initializers(mod.text) for user in users[mod.name]}
     todo: set[str] = set()
     for name in modules:
         obj = store / keys[name]
@@ -348,7 +351,7 @@ def _build_locked(
             )
             for name in ready[: max(0, parallel - len(running))]:
                 todo.discard(name)
-                running[pool.submit(_build_one, checker, modules[name], keys[name], work, store)] = name
+                running[pool.submit(_build_one, checker, modules[name], keys[name], work, store, name in full_import)] = name
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)

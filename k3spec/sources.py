@@ -115,6 +115,18 @@ def forbidden_uses(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
+_INITIALIZE = re.compile(r"\b(?:builtin_)?initialize\b")
+
+
+def declares_initializers(text: str) -> bool:
+    """Whether a module's code (outside comments and strings) has an `initialize` or
+    `builtin_initialize` command. Importing such a module runs code that may register extensions,
+    which needs Lean's own import (`importModules` sets the flag that allows it); the build's
+    workers then check the modules that import it with `Lean.Elab.runFrontend`
+    (`k3spec/lean/Worker.lean`, `k3Frontend`)."""
+    return bool(_INITIALIZE.search(blank_comments_and_strings(text)))
+
+
 def parse_imports(text: str, path: Path) -> list[str]:
     """The modules imported by the header of a module's text."""
     imports = []

@@ -1,27 +1,29 @@
 """Long-lived offline Lean processes that check module after module (`k3spec build`).
 
 Every offline `lean` process spends about 3.5 s of CPU instantiating and linking the WebAssembly
-before it reads its file, more than half of what a typical library module costs
-(docs/benchmarks-lean.md, "Long-lived workers"). A `LeanWorker` starts Lean once on
-`k3spec/lean/Worker.lean`, whose `#eval` loop elaborates each module it is sent with
-`Lean.Elab.runFrontend`, the function the `lean` executable's `main` calls, with the arguments of
-the plain command line (`build._plain_check`). `tests/test_build.py` checks that both paths give
-the same verdicts, the same diagnostics and the same `.olean`, `.olean.server`, `.ilean` and
-`.ir` bytes.
+before it reads its file, and about 0.85 s more reading `Init`'s 505 `.olean` files (68 MB), more
+than half of what a typical library module costs (docs/benchmarks-lean.md, "Long-lived workers").
+A `LeanWorker` starts Lean once on `k3spec/lean/Worker.lean`, which imports `Init` once and then
+elaborates each module it is sent the way the `lean` executable does (`Lean.Elab.runFrontend`'s
+steps, with its imports read starting from that `Init`; `Worker.lean`, `k3Frontend`), with the
+options of the plain command line (`build._plain_check`). `tests/test_build.py` checks that both
+paths give the same verdicts, the same diagnostics, the same `.ilean` bytes and `.olean` parts
+with the same constants and extension entry counts.
 
 Protocol, through files in the worker's own folder (`Worker.lean` explains the Lean side): we
-write `job-<n>` (module name, source path, `.olean` path, `.ilean` path), the worker writes the
-module's messages to `out-<n>.json` and then `done-<n>` (`ok` or `error`, and milliseconds); a
-`quit` job ends it. The worker runs in its folder, where `lean` links to the build's staged
-sources, so source paths are the plain command line's, relative (they end up in the outputs).
+write `job-<n>` (module name, source path, `.olean` path, `.ilean` path, `cached` or `full`), the
+worker writes the module's messages to `out-<n>.json` and then `done-<n>` (`ok` or `error`, and
+milliseconds); a `quit` job ends it. The worker runs in its folder, where `lean` links to the
+build's staged sources, so source paths are the plain command line's, relative (they end up in the
+outputs).
 
-Memory: the offline Lean is 32-bit WebAssembly, and each job's imported `.olean` data stays in
-its heap until the process ends. A worker is therefore replaced once its
-resident memory passes `K3SPEC_WORKER_RECYCLE_MB` (default 2400) or it has run
-`K3SPEC_WORKER_JOBS` jobs (default 24). Measured on the library: a worker starts at about 0.9 GB,
-a job adds 50-200 MB, and the process dies ("INTERNAL PANIC: out of memory") near 2.9-3.2 GB. A
-worker that dies during a job anyway raises `WorkerDied`; the build then checks that module with a
-plain process, so a death costs time, never a verdict.
+Memory: the offline Lean is 32-bit WebAssembly, and imported `.olean` data stays in its heap until
+the process ends. A worker is therefore replaced once its resident memory passes
+`K3SPEC_WORKER_RECYCLE_MB` (default 2400) or it has run `K3SPEC_WORKER_JOBS` jobs (default 24).
+Measured on the library: a worker holds about 1.6 GB after its first job and a job adds 20-30 MB
+(50-200 MB when every job read `Init` again); the process dies ("INTERNAL PANIC: out of memory")
+near 2.9-3.2 GB. A worker that dies during a job anyway raises `WorkerDied`; the build then checks
+that module with a plain process, so a death costs time, never a verdict.
 
 A worker takes one of the machine-wide Lean slots (`leanrun.lean_slot`) only while it starts or
 runs a job, so other Lean processes queue fairly between its jobs.
@@ -200,11 +202,14 @@ class LeanWorker(LeanLoop):
         (self.folder / "lean").symlink_to(self.sources / "lean")
 
     # --- jobs ---------------------------------------------------------------------------------------
-    def check(self, module: str, source: Path, olean: Path, ilean: Path) -> leanrun.LeanResult:
+    def check(self, module: str, source: Path, olean: Path, ilean: Path, full_import: bool = False) -> leanrun.LeanResult:
         """Elaborate `module` like `lean --json -o OLEAN -i ILEAN SOURCE`: the exit code a plain
         process would give (0, or 1 when the frontend failed), its messages, and the worker's
-        peak resident memory. Raises `WorkerDied` if the process ends first."""
-        verdict, stdout, err, peak_mb = self._job(f"{module}\n{source}\n{olean}\n{ilean}\n", f"check of {module}")
+        peak resident memory. With `full_import` (a module it imports declares `initialize`) the
+        worker imports with Lean's own `importModules`, through `Lean.Elab.runFrontend`. Raises
+        `WorkerDied` if the process ends first."""
+        how = "full" if full_import else "cached"
+        verdict, stdout, err, peak_mb = self._job(f"{module}\n{source}\n{olean}\n{ilean}\n{how}\n", f"check of {module}")
         if not verdict or verdict[0] not in ("ok", "error"):
             raise WorkerDied(f"the Lean worker did not understand the job for {module}: {' '.join(verdict)}")
         return leanrun.LeanResult(0 if verdict[0] == "ok" else 1, stdout, err, peak_mb)
