@@ -27,6 +27,16 @@ def test_forbidden_words_in_comments_strings_and_names_are_ignored() -> None:
     assert sources.forbidden_uses(text) == []
 
 
+def test_initialize_commands_are_found_in_code_only() -> None:
+    """A module declaring `initialize` makes the build's workers import its users with Lean's own
+    import (`k3spec/lean/Worker.lean`); the word in comments, strings or longer names does not."""
+    assert sources.declares_initializers("module\n\ninitialize counter : IO.Ref Nat ← IO.mkRef 0\n")
+    assert sources.declares_initializers("@[init] builtin_initialize registerFoo\n")
+    assert not sources.declares_initializers(
+        "/- initialize -/\n-- initialize\ndef s := \"initialize\"\ndef initializeAll := 1\ndef x_initialize := 2\n"
+    )
+
+
 def test_imports_are_read_from_the_header_only() -> None:
     text = "module\n-- comment\npublic import KimiK3.A\nimport Init.Core\nmeta import KimiK3.B\n\n/-! doc -/\nimport KimiK3.C\n"
     assert sources.parse_imports(text, Path("x.lean")) == ["KimiK3.A", "Init.Core", "KimiK3.B"]
