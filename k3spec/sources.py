@@ -6,6 +6,7 @@ the same set as the `lakefile.lean` target `KimiK3` with its submodules.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +37,13 @@ def module_name(rel: Path) -> str:
     return ".".join(rel.relative_to(SOURCE_DIR).with_suffix("").parts)
 
 
+@functools.lru_cache(maxsize=1024)
 def blank_comments_and_strings(text: str) -> str:
     """`text` with comments (nested `/- -/` and `--`) and string literals replaced by spaces.
 
-    Newlines are kept, so line and column numbers of what remains are unchanged.
+    Newlines are kept, so line and column numbers of what remains are unchanged. Cached: a build
+    reads each module's code three times (its imports, the forbidden words, `initialize`), and this
+    character loop takes about 0.26 s over the library.
     """
     out = list(text)
     i, n, depth = 0, len(text), 0

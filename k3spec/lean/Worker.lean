@@ -94,11 +94,6 @@ def k3HeaderTree (env : Environment) (fileMap : FileMap) (stx : Syntax) : Elab.I
 /-- The import of `Init` that a header without `prelude` starts with. -/
 def k3InitImport : Import := { module := `Init }
 
-/-- Whether `i` is `k3InitImport`. -/
-def k3SameImport (i : Import) : Bool :=
-  i.module == k3InitImport.module && i.importAll == k3InitImport.importAll &&
-    i.isExported == k3InitImport.isExported && i.isMeta == k3InitImport.isMeta
-
 /-- The info trees of `snaps`, in order, after `acc`. -/
 def k3InfoTrees : List Language.Snapshot → Array Elab.InfoTree → Array Elab.InfoTree
   | [], acc => acc
@@ -155,7 +150,7 @@ def k3Frontend (base : ImportState) (input fileName : String) (mainModule : Name
   let imports := hdr.imports
   let level := k3Level hdr.isModule
   unless !parseLog.hasErrors && hdr.isModule && stx[1].getArgs.size ≤ 32 &&
-      (imports[0]?.map k3SameImport).getD false do
+      imports[0]? == some k3InitImport do
     return ← k3RunFrontend input fileName mainModule olean ilean
   let parseDiags ← Language.Snapshot.Diagnostics.ofMessageLog parseLog
   let (env, importLog) ← try
